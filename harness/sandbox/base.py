@@ -1,0 +1,98 @@
+"""The `Sandbox` protocol: where an agent's actions run, and what comes back.
+
+A sandbox executes shell commands and reads/writes files. Failures of the *command* (non-zero
+exit, timeout, OOM kill, huge output) are values in `ExecResult`; only failures of the sandbox
+itself (it died, it cannot be reached) raise `SandboxError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+__all__ = ["ExecResult", "OutputCap", "Sandbox", "cap_output"]
+
+
+@dataclass(frozen=True, slots=True)
+class ExecResult:
+    """The outcome of one command.
+
+    `exit_code` is the command's status (124/137 after a timeout kill, as coreutils `timeout`
+    reports). `output` is stdout and stderr interleaved, decoded with replacement characters and
+    capped head+tail (`truncated` says whether bytes were elided; `output_bytes` is the size
+    before capping).
+    """
+
+    exit_code: int
+    output: str
+    timed_out: bool
+    duration_s: float
+    truncated: bool = False
+    output_bytes: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+@dataclass(frozen=True, slots=True)
+class OutputCap:
+    """How much of a command's output is kept: the first `head_bytes` and last `tail_bytes`."""
+
+    head_bytes: int = 16_384
+    tail_bytes: int = 16_384
+
+
+def cap_output(data: bytes, cap: OutputCap, total_bytes: int | None = None) -> tuple[str, bool]:
+    """Keep head and tail of `data` with an elision note; returns (text, truncated).
+
+    `total_bytes` is the real size when `data` is already a head+tail window of a larger stream.
+    """
+    total = len(data) if total_bytes is None else total_bytes
+    keep = cap.head_bytes + cap.tail_bytes
+    if total <= keep and len(data) == total:
+        return data.decode("utf-8", errors="replace"), False
+    head = data[: cap.head_bytes]
+    tail = data[-cap.tail_bytes :] if cap.tail_bytes else b""
+    elided = total - len(head) - len(tail)
+    note = f"\n[... {elided} bytes elided ...]\n"
+    text = head.decode("utf-8", errors="replace") + note + tail.decode("utf-8", errors="replace")
+    return text, True
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """An isolated place to run an agent's commands (a Docker container, or a local directory)."""
+
+    @property
+    def workdir(self) -> str:
+        """The default working directory of commands (e.g. `/testbed`)."""
+        ...
+
+    async def exec(
+        self,
+        cmd: str,
+        *,
+        timeout_s: float,
+        workdir: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> ExecResult:
+        """Run `cmd` with `bash -c`; kill it (and its children) after `timeout_s` seconds."""
+        ...
+
+    async def write_file(self, path: str, content: bytes) -> None:
+        """Create or replace `path` (absolute, or relative to `workdir`), creating parent dirs."""
+        ...
+
+    async def read_file(self, path: str) -> bytes:
+        """Return the bytes of `path`; raises FileNotFoundError if it does not exist."""
+        ...
+
+    async def is_alive(self) -> bool:
+        """Whether the sandbox can still run commands."""
+        ...
+
+    async def aclose(self) -> None:
+        """Destroy the sandbox; idempotent."""
+        ...
