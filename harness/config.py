@@ -32,7 +32,9 @@ def apply_overrides(raw: Mapping[str, Any], overrides: Iterable[str]) -> dict[st
     merged: dict[str, Any] = _deep_copy(raw)
     for override in overrides:
         if "=" not in override:
-            raise ConfigError(f"override {override!r} is not of the form key=value (e.g. pool.warm_per_image=4)")
+            raise ConfigError(
+                f"override {override!r} is not of the form key=value (e.g. pool.warm_per_image=4)"
+            )
         dotted_key, value_text = override.split("=", 1)
         keys = dotted_key.strip().split(".")
         node = merged
@@ -45,7 +47,9 @@ def apply_overrides(raw: Mapping[str, Any], overrides: Iterable[str]) -> dict[st
     return merged
 
 
-def parse_config(model: type[ConfigT], raw: Mapping[str, Any], *, source: str = "<config>") -> ConfigT:
+def parse_config(
+    model: type[ConfigT], raw: Mapping[str, Any], *, source: str = "<config>"
+) -> ConfigT:
     """Validate `raw` against `model`; a failure names every bad field and the source."""
     try:
         return model.model_validate(raw)
@@ -80,4 +84,7 @@ def load_config(
 
 
 def _deep_copy(raw: Mapping[str, Any]) -> dict[str, Any]:
-    return {key: _deep_copy(value) if isinstance(value, Mapping) else value for key, value in raw.items()}
+    return {
+        key: _deep_copy(value) if isinstance(value, Mapping) else value
+        for key, value in raw.items()
+    }

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-__all__ = ["ExecResult", "OutputCap", "Sandbox", "cap_output"]
+__all__ = ["ExecResult", "OutputCap", "OutputWindow", "Sandbox", "cap_output", "is_timeout_exit"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,3 +96,41 @@ class Sandbox(Protocol):
     async def aclose(self) -> None:
         """Destroy the sandbox; idempotent."""
         ...
+
+
+class OutputWindow:
+    """Collects a stream's bytes keeping only the first `head_bytes` and the last `tail_bytes`.
+
+    Memory stays bounded however much a command prints (a 50 MB print costs 32 KiB here).
+    """
+
+    def __init__(self, cap: OutputCap) -> None:
+        self._cap = cap
+        self._head = bytearray()
+        self._tail = bytearray()
+        self.total_bytes = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.total_bytes += len(chunk)
+        room = self._cap.head_bytes - len(self._head)
+        if room > 0:
+            self._head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk and self._cap.tail_bytes:
+            self._tail += chunk
+            if len(self._tail) > self._cap.tail_bytes:
+                del self._tail[: len(self._tail) - self._cap.tail_bytes]
+
+    def render(self) -> tuple[str, bool]:
+        """The captured text with an elision note if bytes were dropped; (text, truncated)."""
+        return cap_output(bytes(self._head + self._tail), self._cap, total_bytes=self.total_bytes)
+
+
+# coreutils `timeout` exits 124 after SIGTERM worked and 137 (128+KILL) after `-k` had to kill.
+_TIMEOUT_EXIT_CODES = (124, 137)
+
+
+def is_timeout_exit(exit_code: int, duration_s: float, timeout_s: float) -> bool:
+    """Whether a command ended because its timeout fired (not because it exited 124 itself, or
+    was OOM-killed with 137 long before its deadline)."""
+    return exit_code in _TIMEOUT_EXIT_CODES and duration_s >= timeout_s

@@ -1,0 +1,61 @@
+"""The agentic environment harness: text envs, Docker sandboxes, a warm env pool, step events.
+
+Public API (see README "Plug in a new env"):
+
+* `AgentEnv` — base class of text-in/text-out envs (async core, Gymnasium sync API).
+* `EnvPool`, `EnvLease`, `PoolConfig` — warm sandboxes per image, leases, act slots.
+* `DockerBackend`, `LocalBackend` — where sandboxes come from.
+* `StepEvent`, `Phase`, `EventBus` — action-level step events.
+* `register_envs` — registers the shipped envs with Gymnasium (`conductor/<Name>-v0`).
+"""
+
+from harness.backends import DockerBackend, LocalBackend, SandboxBackend
+from harness.clock import Clock, LoopClock, ManualClock, MonotonicClock
+from harness.env import AgentEnv
+from harness.errors import (
+    ConfigError,
+    EnvNotFoundError,
+    HarnessError,
+    ImageNotFoundError,
+    PoolClosedError,
+    SandboxDeadError,
+    SandboxError,
+)
+from harness.events import EventBus, EventRecorder, Phase, StepEvent
+from harness.handle import OwnedSandboxHandle, PooledSandboxHandle, SandboxHandle
+from harness.pool import EnvFactory, EnvLease, EnvPool, PoolConfig, PoolStats
+from harness.registration import make_env, register_envs
+from harness.spaces import UnicodeText
+
+__all__ = [
+    "AgentEnv",
+    "Clock",
+    "ConfigError",
+    "DockerBackend",
+    "EnvFactory",
+    "EnvLease",
+    "EnvNotFoundError",
+    "EnvPool",
+    "EventBus",
+    "EventRecorder",
+    "HarnessError",
+    "ImageNotFoundError",
+    "LocalBackend",
+    "LoopClock",
+    "ManualClock",
+    "MonotonicClock",
+    "OwnedSandboxHandle",
+    "Phase",
+    "PoolClosedError",
+    "PoolConfig",
+    "PoolStats",
+    "PooledSandboxHandle",
+    "SandboxBackend",
+    "SandboxDeadError",
+    "SandboxError",
+    "SandboxHandle",
+    "StepEvent",
+    "UnicodeText",
+    "make_env",
+    "register_envs",
+]

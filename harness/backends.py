@@ -1,0 +1,124 @@
+"""Sandbox backends: how the env pool creates a sandbox for an image (Docker, or local dirs).
+
+The pool speaks only `SandboxBackend`; which one runs is configuration (`pool.backend`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import docker
+
+from harness.errors import ImageNotFoundError
+from harness.reaper import reap_containers
+from harness.sandbox.base import Sandbox
+from harness.sandbox.docker import DockerSandbox
+from harness.sandbox.limits import ContainerLimits, ExecLimits
+from harness.sandbox.local import LocalSandbox
+
+__all__ = ["DockerBackend", "LocalBackend", "SandboxBackend"]
+
+
+@runtime_checkable
+class SandboxBackend(Protocol):
+    """Creates sandboxes from images and cleans up after crashed owners."""
+
+    name: str
+
+    async def create(self, image: str) -> Sandbox:
+        """A new, started sandbox for `image`."""
+        ...
+
+    async def reap(self) -> int:
+        """Remove sandboxes left behind by dead owners; returns how many were removed."""
+        ...
+
+
+class DockerBackend:
+    """Containers on a Docker engine."""
+
+    name = "docker"
+
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        *,
+        workdir: str = "/testbed",
+        limits: ContainerLimits | None = None,
+        exec_limits: ExecLimits | None = None,
+    ) -> None:
+        self.client = client
+        self._workdir = workdir
+        self._limits = limits or ContainerLimits()
+        self._exec_limits = exec_limits or ExecLimits()
+
+    async def create(self, image: str) -> Sandbox:
+        return await DockerSandbox.create(
+            self.client,
+            image,
+            workdir=self._workdir,
+            limits=self._limits,
+            exec_limits=self._exec_limits,
+        )
+
+    async def reap(self) -> int:
+        report = await asyncio.to_thread(reap_containers, self.client)
+        return len(report.removed)
+
+
+class LocalBackend:
+    """Temporary directories on this machine. NOT ISOLATED (see `LocalSandbox`).
+
+    An "image" is a template directory registered with `add_image`; each sandbox starts as a
+    copy of it. The image name `""` (or any unregistered name when `allow_empty=True`) gives an
+    empty directory.
+    """
+
+    name = "local"
+
+    def __init__(
+        self,
+        *,
+        workdir: str = "/testbed",
+        exec_limits: ExecLimits | None = None,
+        allow_empty: bool = True,
+    ) -> None:
+        self._workdir = workdir
+        self._exec_limits = exec_limits or ExecLimits()
+        self._templates: dict[str, Path] = {}
+        self._allow_empty = allow_empty
+
+    def add_image(self, image: str, template_dir: Path) -> None:
+        """Make `image` mean "a copy of `template_dir`"."""
+        if not template_dir.is_dir():
+            raise ImageNotFoundError(
+                f"template directory {template_dir} for {image!r} does not exist"
+            )
+        self._templates[image] = template_dir
+
+    async def create(self, image: str) -> Sandbox:
+        template = self._templates.get(image)
+        if template is None and not self._allow_empty:
+            known = ", ".join(sorted(self._templates)) or "none"
+            raise ImageNotFoundError(f"no local template for image {image!r} (registered: {known})")
+        root = Path(tempfile.mkdtemp(prefix="conductor-local-"))
+        if template is not None:
+            await asyncio.to_thread(
+                shutil.copytree, template, root, symlinks=True, dirs_exist_ok=True
+            )
+        return _OwnedLocalSandbox(root, workdir=self._workdir, limits=self._exec_limits)
+
+    async def reap(self) -> int:
+        return 0  # temporary directories die with their sandbox
+
+
+class _OwnedLocalSandbox(LocalSandbox):
+    """A LocalSandbox that deletes its directory on close (the backend made it)."""
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        await asyncio.to_thread(shutil.rmtree, self.root, True)

@@ -1,0 +1,463 @@
+"""`EnvPool`: warm sandboxes per image, leased envs, priority-ordered act slots, step events.
+
+* **Warm start.** For every image in demand (announced by `prewarm`, or seen in `acquire`) the
+  pool keeps `warm_per_image` started sandboxes ready. `acquire` returns a lease at once; if a
+  warm sandbox exists the lease owns it immediately, otherwise one starts in the background and
+  the env's first action waits for it (that wait is the step's `pre_act` time, and the
+  container start overlaps the sample's first generation).
+* **Act slots.** At most `act_slots` actions execute at once; waiting steps are granted by
+  priority (critical groups first), FIFO within a level.
+* **Lifecycle.** `release` destroys the sandbox (a fresh one per episode is cheaper and safer
+  than cleaning one) and the warm set refills in the background. A sandbox that dies mid-episode
+  ends the episode with `info["infra_error"]` instead of a reward, and is replaced. `max_live`
+  bounds all live sandboxes (warm, starting and leased).
+
+Use it as an async context manager; leaving the block destroys every sandbox it made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import Field
+
+from harness.backends import SandboxBackend
+from harness.clock import Clock, LoopClock
+from harness.config import FrozenConfig
+from harness.env import AgentEnv, ResetReturn, StepReturn
+from harness.errors import PoolClosedError, SandboxDeadError, SandboxError
+from harness.events import EventBus, Phase, StepEvent
+from harness.handle import PooledSandboxHandle, SandboxHandle
+from harness.sandbox.base import Sandbox
+from harness.sandbox.limits import ContainerLimits, ExecLimits
+from harness.slots import PrioritySlots
+
+__all__ = ["EnvFactory", "EnvLease", "EnvPool", "PoolConfig", "PoolStats"]
+
+log = logging.getLogger(__name__)
+
+EnvFactory = Callable[[SandboxHandle], AgentEnv]
+
+
+class PoolConfig(FrozenConfig):
+    """Configuration of the env pool (`configs/pool/default.yaml`)."""
+
+    backend: Literal["auto", "docker", "local"] = Field(
+        "auto", description="sandbox backend; auto = docker when an engine answers, else local"
+    )
+    warm_per_image: int = Field(2, ge=0, description="started sandboxes kept ready per image")
+    max_live: int = Field(32, ge=1, description="bound on live sandboxes (warm+starting+leased)")
+    act_slots: int = Field(8, ge=1, description="actions allowed to execute at the same time")
+    start_concurrency: int = Field(
+        4, ge=1, description="sandboxes started at the same time (the daemon is the bottleneck)"
+    )
+    workdir: str = Field("/testbed", description="working directory inside each sandbox")
+    reap_on_start: bool = Field(True, description="remove leftovers of dead owners on start")
+    container: ContainerLimits = Field(default_factory=ContainerLimits)
+    exec: ExecLimits = Field(default_factory=ExecLimits)
+
+
+@dataclass(frozen=True, slots=True)
+class PoolStats:
+    live: int
+    warm: int
+    leased: int
+    cold_starts: int
+    warm_hits: int
+    replaced_dead: int
+
+
+class EnvLease:
+    """One sample's env. Call `areset`, then `astep` until the episode ends, then `release`."""
+
+    def __init__(
+        self,
+        pool: EnvPool,
+        env: AgentEnv,
+        handle: PooledSandboxHandle,
+        *,
+        image: str,
+        sample_id: str,
+        group_id: str,
+        priority: int,
+    ) -> None:
+        self._pool = pool
+        self.env = env
+        self.handle = handle
+        self.image = image
+        self.sample_id = sample_id
+        self.group_id = group_id
+        self.priority = priority
+        self.infra_error: str | None = None
+        self._released = False
+
+    def set_priority(self, priority: int) -> None:
+        """Change the act-slot priority of this sample's next steps."""
+        self.priority = priority
+
+    async def areset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> ResetReturn:
+        return await self.env.areset(seed=seed, options=options)
+
+    async def astep(self, action: str) -> StepReturn:
+        """Wait for the sandbox and an act slot (pre_act), act, and report the step's events."""
+        return await self._pool._run_step(self, action)
+
+    async def release(self) -> None:
+        """End the lease: close the env and destroy its sandbox. Idempotent."""
+        if self._released:
+            return
+        self._released = True
+        await self._pool._release(self)
+
+
+class EnvPool:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        backend: SandboxBackend,
+        config: PoolConfig | None = None,
+        *,
+        clock: Clock | None = None,
+        bus: EventBus | None = None,
+    ) -> None:
+        self.backend = backend
+        self.config = config or PoolConfig()
+        self.clock = clock or LoopClock()
+        self.bus = bus or EventBus()
+        self._warm: dict[str, deque[Sandbox]] = {}
+        self._starting: dict[str, int] = {}
+        self._demand: set[str] = set()
+        self._live = 0
+        self._leased = 0
+        self._cold_starts = 0
+        self._warm_hits = 0
+        self._replaced_dead = 0
+        self._all: set[Sandbox] = set()
+        self._act_slots = PrioritySlots(self.config.act_slots)
+        self._start_gate = asyncio.Semaphore(self.config.start_concurrency)
+        self._capacity = asyncio.Condition()
+        self._refill_needed = asyncio.Event()
+        self._warm_added = asyncio.Event()
+        self._tasks: asyncio.TaskGroup | None = None
+        self._refill_task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def __aenter__(self) -> EnvPool:
+        if self.config.reap_on_start:
+            removed = await self.backend.reap()
+            if removed:
+                log.info("reaped %d leftover sandboxes", removed)
+        self._tasks = asyncio.TaskGroup()
+        await self._tasks.__aenter__()
+        self._refill_task = self._tasks.create_task(self._refill_loop(), name="env-pool-refill")
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Destroy every sandbox this pool made and stop its background work. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._refill_task is not None:
+            self._refill_task.cancel()
+        async with self._capacity:  # wake starts waiting for capacity: they give up now
+            self._capacity.notify_all()
+        tasks, self._tasks = self._tasks, None
+        if tasks is not None:
+            # Starts in flight are awaited, not cancelled: a cancelled `to_thread` would still
+            # create its container, and nobody would remove it.
+            try:
+                await tasks.__aexit__(None, None, None)
+            except BaseExceptionGroup as group:  # a background bug must not hide the cleanup
+                log.error("env pool background task failed: %r", group)
+        await asyncio.gather(*(_close_quietly(sandbox) for sandbox in list(self._all)))
+        self._all.clear()
+        self._warm.clear()
+
+    # -- public API ---------------------------------------------------------------------------
+
+    def prewarm(self, images: Iterable[str]) -> None:
+        """Announce images that upcoming samples will need, so warm sandboxes are ready."""
+        self._check_open()
+        self._demand.update(images)
+        self._refill_needed.set()
+
+    async def acquire(
+        self,
+        factory: EnvFactory,
+        image: str,
+        *,
+        sample_id: str = "",
+        group_id: str = "",
+        priority: int = 0,
+    ) -> EnvLease:
+        """A lease on a new env for `image`; returns at once (the sandbox may still start)."""
+        self._check_open()
+        assert self._tasks is not None, "use `async with EnvPool(...)`"
+        self._demand.add(image)
+        requested_s = self.clock.now()
+        future: asyncio.Future[Sandbox] = asyncio.get_running_loop().create_future()
+        warm = self._warm.get(image)
+        if warm:
+            future.set_result(warm.popleft())
+            self._warm_hits += 1
+        else:
+            self._cold_starts += 1
+            self._tasks.create_task(self._start_for_lease(image, future))
+        self._leased += 1
+        self._refill_needed.set()
+        future.add_done_callback(
+            lambda done: self._emit_env_init(
+                done, requested_s, sample_id, group_id, image, bool(warm)
+            )
+        )
+        handle = PooledSandboxHandle(future)
+        lease = EnvLease(
+            self,
+            factory(handle),
+            handle,
+            image=image,
+            sample_id=sample_id,
+            group_id=group_id,
+            priority=priority,
+        )
+        return lease
+
+    def stats(self) -> PoolStats:
+        return PoolStats(
+            live=self._live,
+            warm=sum(len(queue) for queue in self._warm.values()),
+            leased=self._leased,
+            cold_starts=self._cold_starts,
+            warm_hits=self._warm_hits,
+            replaced_dead=self._replaced_dead,
+        )
+
+    def warm_count(self, image: str) -> int:
+        return len(self._warm.get(image, ()))
+
+    async def wait_warm(self, image: str, count: int | None = None) -> None:
+        """Wait until `count` (default: warm_per_image) warm sandboxes of `image` are ready."""
+        target = self.config.warm_per_image if count is None else count
+        self.prewarm([image])
+        while self.warm_count(image) < target:
+            self._warm_added.clear()
+            await self._warm_added.wait()
+
+    # -- steps --------------------------------------------------------------------------------
+
+    async def _run_step(self, lease: EnvLease, action: str) -> StepReturn:
+        self._check_open()
+        waited_from_s = self.clock.now()
+        try:
+            sandbox = await lease.handle.get()
+        except SandboxError as exc:
+            return self._infra_failure(lease, None, f"sandbox_start_failed: {exc}", waited_from_s)
+        async with self._act_slots.hold(lease.priority):
+            started_s = self.clock.now()
+            try:
+                observation, reward, terminated, truncated, info = await lease.env.astep(action)
+            except SandboxDeadError as exc:
+                return self._infra_failure(lease, sandbox, f"sandbox_dead: {exc}", waited_from_s)
+            ended_s = self.clock.now()
+        pre_act_s = started_s - waited_from_s
+        self._emit(Phase.PRE_ACT, waited_from_s, started_s, lease, {})
+        self._emit(
+            Phase.ACT, started_s, ended_s, lease, {"pre_act_s": pre_act_s, "step": lease.env.steps}
+        )
+        info = {**info, "pre_act_s": pre_act_s, "act_s": ended_s - started_s}
+        if info.get("infra_error"):
+            lease.infra_error = str(info["infra_error"])
+            if not await sandbox.is_alive():
+                self._discard_dead(sandbox)
+        if terminated or truncated:
+            self._emit(
+                Phase.REWARD,
+                ended_s,
+                ended_s,
+                lease,
+                {"reward": reward, "infra_error": lease.infra_error},
+            )
+        return observation, reward, terminated, truncated, info
+
+    def _infra_failure(
+        self, lease: EnvLease, sandbox: Sandbox | None, message: str, waited_from_s: float
+    ) -> StepReturn:
+        lease.infra_error = message
+        if sandbox is not None:
+            self._discard_dead(sandbox)
+        now_s = self.clock.now()
+        self._emit(Phase.INFRA_ERROR, waited_from_s, now_s, lease, {"message": message})
+        self._emit(Phase.REWARD, now_s, now_s, lease, {"reward": 0.0, "infra_error": message})
+        observation = (
+            f"[infrastructure error] {message}. The episode ends; it is retried, not graded."
+        )
+        return (
+            observation,
+            0.0,
+            False,
+            True,
+            {"infra_error": message, "truncation_reason": "infra_error"},
+        )
+
+    # -- sandbox lifetime ---------------------------------------------------------------------
+
+    async def _start_for_lease(self, image: str, future: asyncio.Future[Sandbox]) -> None:
+        if not await self._reserve_capacity(image):
+            if not future.done():
+                future.set_exception(
+                    PoolClosedError("the env pool closed before a sandbox was free")
+                )
+            return
+        try:
+            sandbox = await self._start(image)
+        except SandboxError as exc:
+            await self._free_capacity()
+            if not future.done():
+                future.set_exception(exc)
+            return
+        if future.cancelled():  # released before it started
+            await self._destroy(sandbox)
+        else:
+            future.set_result(sandbox)
+
+    async def _start(self, image: str) -> Sandbox:
+        async with self._start_gate:
+            sandbox = await self.backend.create(image)
+        self._all.add(sandbox)
+        return sandbox
+
+    async def _release(self, lease: EnvLease) -> None:
+        self._leased -= 1
+        try:
+            await lease.env.aclose()
+        finally:
+            if lease.handle.ready:
+                await self._destroy(await lease.handle.get())
+            else:
+                lease.handle.cancel()
+        self._refill_needed.set()
+
+    def _discard_dead(self, sandbox: Sandbox) -> None:
+        self._replaced_dead += 1
+        if self._tasks is not None:
+            self._tasks.create_task(self._destroy(sandbox))
+
+    async def _destroy(self, sandbox: Sandbox) -> None:
+        if sandbox not in self._all:
+            return
+        self._all.discard(sandbox)
+        await _close_quietly(sandbox)
+        await self._free_capacity()
+
+    async def _reserve_capacity(self, image: str) -> bool:
+        """Count one more live sandbox, waiting for room; False if the pool closed meanwhile."""
+        async with self._capacity:
+            while self._live >= self.config.max_live:
+                if self._closed:
+                    return False
+                victim = self._warm_victim(image)
+                if victim is not None:  # a waiting sample beats a warm spare of another image
+                    self._all.discard(victim)
+                    self._live -= 1
+                    assert self._tasks is not None
+                    self._tasks.create_task(_close_quietly(victim))
+                    break
+                await self._capacity.wait()
+            self._live += 1
+            return True
+
+    async def _free_capacity(self) -> None:
+        async with self._capacity:
+            self._live -= 1
+            self._capacity.notify_all()
+        self._refill_needed.set()
+
+    def _warm_victim(self, image: str) -> Sandbox | None:
+        for other, queue in self._warm.items():
+            if other != image and queue:
+                return queue.pop()
+        return None
+
+    async def _refill_loop(self) -> None:
+        while True:
+            await self._refill_needed.wait()
+            self._refill_needed.clear()
+            if self._closed:
+                return
+            for image in sorted(self._demand):
+                missing = (
+                    self.config.warm_per_image
+                    - len(self._warm.get(image, ()))
+                    - self._starting.get(image, 0)
+                )
+                for _ in range(missing):
+                    if self._live >= self.config.max_live:
+                        break
+                    self._live += 1
+                    self._starting[image] = self._starting.get(image, 0) + 1
+                    assert self._tasks is not None
+                    self._tasks.create_task(self._start_warm(image))
+
+    async def _start_warm(self, image: str) -> None:
+        try:
+            sandbox = await self._start(image)
+        except SandboxError as exc:
+            log.warning("could not start a warm sandbox for %s: %s", image, exc)
+            await self._free_capacity_without_refill()
+            return
+        finally:
+            self._starting[image] -= 1
+        self._warm.setdefault(image, deque()).append(sandbox)
+        self._warm_added.set()
+
+    async def _free_capacity_without_refill(self) -> None:
+        async with self._capacity:
+            self._live -= 1
+            self._capacity.notify_all()
+
+    # -- events -------------------------------------------------------------------------------
+
+    def _emit(
+        self, phase: Phase, start_s: float, end_s: float, lease: EnvLease, data: dict[str, Any]
+    ) -> None:
+        self.bus.emit(StepEvent(phase, start_s, end_s, lease.sample_id, lease.group_id, data))
+
+    def _emit_env_init(
+        self,
+        future: asyncio.Future[Sandbox],
+        requested_s: float,
+        sample_id: str,
+        group_id: str,
+        image: str,
+        warm: bool,
+    ) -> None:
+        if future.cancelled():
+            return
+        data = {"image": image, "warm": warm, "error": str(future.exception() or "") or None}
+        self.bus.emit(
+            StepEvent(Phase.ENV_INIT, requested_s, self.clock.now(), sample_id, group_id, data)
+        )
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise PoolClosedError("the env pool is closed; create a new one")
+
+
+async def _close_quietly(sandbox: Sandbox) -> None:
+    try:
+        await sandbox.aclose()
+    except SandboxError as exc:
+        log.warning("could not destroy a sandbox: %s", exc)

@@ -1,0 +1,306 @@
+"""`DockerSandbox`: the Sandbox protocol on a locked-down Docker container.
+
+The container runs `sleep <ttl>` under `--init` (tini reaps zombies and makes stop instant) with
+`--network none`, CPU/memory/pids limits, `cap_drop=ALL` and `no-new-privileges`. Every command
+is a fresh `docker exec` of `timeout -k <grace> <t> bash -c <cmd>`, so the process is killed
+*inside* the container; the host waits a little longer and, if even that passes, declares the
+container dead (a host-side timeout alone leaves the process running: reference/swe-envs.md §7).
+
+docker-py is synchronous; every call runs in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import tarfile
+import time
+from collections.abc import Callable, Mapping
+from pathlib import PurePosixPath
+from typing import Any
+
+import docker
+import docker.errors
+from docker.models.containers import Container
+
+from harness.errors import ImageNotFoundError, SandboxDeadError, SandboxError
+from harness.sandbox.base import ExecResult, OutputCap, OutputWindow, is_timeout_exit
+from harness.sandbox.labels import owner_labels
+from harness.sandbox.limits import ContainerLimits, ExecLimits
+
+__all__ = ["DockerSandbox", "docker_client"]
+
+# Environment every command sees: no pagers or colour codes in observations.
+_COMMAND_ENV = {"PAGER": "cat", "GIT_PAGER": "cat", "TERM": "dumb", "TQDM_DISABLE": "1"}
+
+
+# `timeout` makes itself a process-group leader; when it returns, everything the command left in
+# that group (a background job, a fork bomb) is killed, so the next command finds a clean
+# container. `kill` is a bash builtin: it works even when the pids limit forbids forking.
+_REAP_GROUP_SCRIPT = (
+    'timeout -k "$1" "$2" bash -c "$3" & pid=$!; wait "$pid"; rc=$?; '
+    'kill -9 -- "-$pid" 2>/dev/null; kill -9 -- "-$pid" 2>/dev/null; exit "$rc"'
+)
+
+
+def docker_client(timeout_s: float = 120.0) -> docker.DockerClient:
+    """A client for the local engine (DOCKER_HOST is honoured); raises SandboxError if none."""
+    try:
+        client = docker.from_env(timeout=int(timeout_s))
+        client.ping()
+    except docker.errors.DockerException as exc:
+        raise SandboxError(
+            "cannot reach a Docker engine; start one (`sudo dockerd &` or "
+            "`sudo systemctl start docker`) or use the local sandbox backend"
+        ) from exc
+    return client
+
+
+class DockerSandbox:
+    """One container. Create with `await DockerSandbox.create(client, image, ...)`."""
+
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        container: Container,
+        workdir: str,
+        exec_limits: ExecLimits,
+    ) -> None:
+        self._client = client
+        self._container = container
+        self._workdir = workdir
+        self._exec_limits = exec_limits
+        self._closed = False
+        self._dead_reason: str | None = None
+
+    @classmethod
+    async def create(
+        cls,
+        client: docker.DockerClient,
+        image: str,
+        *,
+        workdir: str = "/testbed",
+        limits: ContainerLimits | None = None,
+        exec_limits: ExecLimits | None = None,
+        wall_time: Callable[[], float] = time.time,
+        role: str = "sandbox",
+    ) -> DockerSandbox:
+        """Start a container from `image` and return its sandbox once it runs."""
+        limits = limits or ContainerLimits()
+        container = await asyncio.to_thread(
+            _run_container,
+            client,
+            image,
+            workdir,
+            limits,
+            owner_labels(wall_time(), limits.ttl_s, role),
+        )
+        return cls(client, container, workdir, exec_limits or ExecLimits())
+
+    @property
+    def workdir(self) -> str:
+        return self._workdir
+
+    @property
+    def container_id(self) -> str:
+        return str(self._container.id)
+
+    async def exec(
+        self,
+        cmd: str,
+        *,
+        timeout_s: float,
+        workdir: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> ExecResult:
+        self._check_usable()
+        limits = self._exec_limits
+        argv = [
+            "bash",
+            "-c",
+            _REAP_GROUP_SCRIPT,
+            "conductor-exec",
+            f"{limits.kill_grace_s:g}",
+            f"{timeout_s:g}",
+            cmd,
+        ]
+        window = OutputWindow(OutputCap(limits.output_head_bytes, limits.output_tail_bytes))
+        started = time.monotonic()
+        host_deadline_s = timeout_s + limits.kill_grace_s + limits.host_grace_s
+        try:
+            async with asyncio.timeout(host_deadline_s):
+                exit_code = await asyncio.to_thread(
+                    self._exec_blocking,
+                    argv,
+                    workdir or self._workdir,
+                    {**_COMMAND_ENV, **(env or {})},
+                    window,
+                )
+        except TimeoutError:
+            # The in-container timeout did not end it: the container is no longer trustworthy.
+            self._dead_reason = f"command outlived its host deadline of {host_deadline_s:g} s"
+            await self._remove_quietly()
+            raise SandboxDeadError(self._dead_reason) from None
+        duration_s = time.monotonic() - started
+        text, truncated = window.render()
+        return ExecResult(
+            exit_code=exit_code,
+            output=text,
+            timed_out=is_timeout_exit(exit_code, duration_s, timeout_s),
+            duration_s=duration_s,
+            truncated=truncated,
+            output_bytes=window.total_bytes,
+        )
+
+    async def write_file(self, path: str, content: bytes) -> None:
+        self._check_usable()
+        target = self._absolute(path)
+        archive = _single_file_tar(target.relative_to("/"), content)
+        try:
+            ok = await asyncio.to_thread(self._container.put_archive, "/", archive)
+        except docker.errors.NotFound as exc:
+            raise self._died(exc) from exc
+        except docker.errors.APIError as exc:
+            raise SandboxError(f"could not write {target}: {exc.explanation}") from exc
+        if not ok:
+            raise SandboxError(f"could not write {target}")
+
+    async def read_file(self, path: str) -> bytes:
+        self._check_usable()
+        target = self._absolute(path)
+        try:
+            return await asyncio.to_thread(self._read_blocking, str(target))
+        except docker.errors.NotFound as exc:
+            if await self.is_alive():
+                raise FileNotFoundError(f"{target} does not exist in the sandbox") from exc
+            raise self._died(exc) from exc
+
+    async def is_alive(self) -> bool:
+        if self._closed or self._dead_reason is not None:
+            return False
+        try:
+            await asyncio.to_thread(self._container.reload)
+        except docker.errors.NotFound:
+            return False
+        return self._container.status == "running"
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self._remove_quietly()
+
+    # -- blocking helpers (worker threads) ----------------------------------------------------
+
+    def _exec_blocking(
+        self, argv: list[str], workdir: str, env: dict[str, str], window: OutputWindow
+    ) -> int:
+        api = self._client.api
+        try:
+            exec_id = api.exec_create(
+                self._container.id,
+                argv,
+                stdout=True,
+                stderr=True,
+                stdin=False,
+                workdir=workdir,
+                environment=env,
+            )["Id"]
+            for chunk in api.exec_start(exec_id, stream=True, demux=False):
+                window.feed(chunk)
+            exit_code = api.exec_inspect(exec_id)["ExitCode"]
+        except docker.errors.NotFound as exc:
+            raise self._died(exc) from exc
+        except docker.errors.APIError as exc:
+            if exc.status_code == 409:  # "container is not running"
+                raise self._died(exc) from exc
+            raise SandboxError(f"docker exec failed: {exc.explanation}") from exc
+        if exit_code is None:
+            raise self._died(RuntimeError("exec ended without an exit code"))
+        return int(exit_code)
+
+    def _read_blocking(self, path: str) -> bytes:
+        stream, _stat = self._container.get_archive(path)
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as archive:
+            member = archive.next()
+            if member is None or not member.isfile():
+                raise FileNotFoundError(f"{path} is not a regular file")
+            extracted = archive.extractfile(member)
+            assert extracted is not None
+            return extracted.read()
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _absolute(self, path: str) -> PurePosixPath:
+        posix = PurePosixPath(path)
+        return posix if posix.is_absolute() else PurePosixPath(self._workdir) / posix
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise SandboxDeadError("the sandbox is closed")
+        if self._dead_reason is not None:
+            raise SandboxDeadError(self._dead_reason)
+
+    def _died(self, cause: BaseException) -> SandboxDeadError:
+        self._dead_reason = f"container {self.container_id[:12]} is gone: {cause}"
+        return SandboxDeadError(self._dead_reason)
+
+    async def _remove_quietly(self) -> None:
+        try:
+            await asyncio.to_thread(self._container.remove, force=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:  # 409: removal already in progress
+                raise SandboxError(f"could not remove container {self.container_id[:12]}") from exc
+
+
+def _run_container(
+    client: docker.DockerClient,
+    image: str,
+    workdir: str,
+    limits: ContainerLimits,
+    labels: dict[str, str],
+) -> Container:
+    options: dict[str, Any] = {
+        "command": ["sleep", str(limits.ttl_s)],
+        "detach": True,
+        "init": True,
+        "working_dir": workdir,
+        "labels": labels,
+        "mem_limit": f"{limits.memory_mb}m",
+        "memswap_limit": f"{limits.memory_mb}m",
+        "nano_cpus": int(limits.cpus * 1e9),
+        "pids_limit": limits.pids,
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges"],
+        "tmpfs": {"/tmp": f"rw,size={limits.tmpfs_mb}m"},
+    }
+    if not limits.network:
+        options["network_mode"] = "none"
+    try:
+        return client.containers.run(image, **options)
+    except docker.errors.ImageNotFound as exc:
+        raise ImageNotFoundError(
+            f"image {image!r} does not exist here; build it with `conductor images build`"
+        ) from exc
+    except docker.errors.APIError as exc:
+        raise SandboxError(
+            f"could not start a container from {image!r}: {exc.explanation}"
+        ) from exc
+
+
+def _single_file_tar(relative_path: PurePosixPath, content: bytes) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for parent in reversed(relative_path.parents[:-1]):  # create missing directories
+            info = tarfile.TarInfo(str(parent))
+            info.type = tarfile.DIRTYPE
+            info.mode = 0o755
+            archive.addfile(info)
+        info = tarfile.TarInfo(str(relative_path))
+        info.size = len(content)
+        info.mode = 0o644
+        info.mtime = int(time.time())
+        archive.addfile(info, io.BytesIO(content))
+    return buffer.getvalue()

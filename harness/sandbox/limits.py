@@ -1,0 +1,41 @@
+"""Limits every sandbox enforces on commands and containers (one config for both backends)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from harness.config import FrozenConfig
+
+__all__ = ["ContainerLimits", "ExecLimits"]
+
+
+class ExecLimits(FrozenConfig):
+    """How a single command is bounded."""
+
+    kill_grace_s: float = Field(
+        5.0, gt=0, description="seconds between SIGTERM and SIGKILL at a timeout (`timeout -k`)"
+    )
+    host_grace_s: float = Field(
+        5.0,
+        gt=0,
+        description="extra seconds the host waits past timeout+kill_grace before it gives up on "
+        "the command (the in-sandbox `timeout` normally fires first; a host-side timeout alone "
+        "would leave the process running, see reference/swe-envs.md §7)",
+    )
+    output_head_bytes: int = Field(16_384, ge=0, description="bytes kept from the start of output")
+    output_tail_bytes: int = Field(16_384, ge=0, description="bytes kept from the end of output")
+
+
+class ContainerLimits(FrozenConfig):
+    """Resource limits of a Docker sandbox (see reference/swe-envs.md §5)."""
+
+    memory_mb: int = Field(2048, ge=16, description="memory limit, swap included (MiB)")
+    cpus: float = Field(1.0, gt=0, description="CPU quota in cores")
+    pids: int = Field(256, ge=8, description="max processes/threads (stops fork bombs)")
+    tmpfs_mb: int = Field(256, ge=1, description="size of the tmpfs mounted on /tmp (MiB)")
+    network: bool = Field(False, description="allow network access (off: `--network none`)")
+    ttl_s: int = Field(
+        6 * 3600,
+        ge=60,
+        description="a container older than this is removed by the reaper, owner alive or not",
+    )
