@@ -134,6 +134,7 @@ class EnvPool:
         self.bus = bus or EventBus()
         self._warm: dict[str, deque[Sandbox]] = {}
         self._starting: dict[str, int] = {}
+        self._pending: dict[str, deque[asyncio.Future[Sandbox]]] = {}  # leases awaiting a sandbox
         self._demand: set[str] = set()
         self._live = 0
         self._leased = 0
@@ -215,6 +216,7 @@ class EnvPool:
             self._warm_hits += 1
         else:
             self._cold_starts += 1
+            self._pending.setdefault(image, deque()).append(future)
             self._tasks.create_task(self._start_for_lease(image, future))
         self._leased += 1
         self._refill_needed.set()
@@ -315,11 +317,15 @@ class EnvPool:
     # -- sandbox lifetime ---------------------------------------------------------------------
 
     async def _start_for_lease(self, image: str, future: asyncio.Future[Sandbox]) -> None:
-        if not await self._reserve_capacity(image):
+        """Start a sandbox for a lease, unless a warm one reaches the lease first."""
+        if not await self._reserve_capacity(image, future):
             if not future.done():
                 future.set_exception(
                     PoolClosedError("the env pool closed before a sandbox was free")
                 )
+            return
+        if future.done():  # served by a warm sandbox while waiting for capacity
+            await self._free_capacity()
             return
         try:
             sandbox = await self._start(image)
@@ -328,8 +334,8 @@ class EnvPool:
             if not future.done():
                 future.set_exception(exc)
             return
-        if future.cancelled():  # released before it started
-            await self._destroy(sandbox)
+        if future.done():  # released before it started, or served by a warm sandbox meanwhile
+            self._add_warm(image, sandbox)
         else:
             future.set_result(sandbox)
 
@@ -362,12 +368,18 @@ class EnvPool:
         await _close_quietly(sandbox)
         await self._free_capacity()
 
-    async def _reserve_capacity(self, image: str) -> bool:
-        """Count one more live sandbox, waiting for room; False if the pool closed meanwhile."""
+    async def _reserve_capacity(self, image: str, future: asyncio.Future[Sandbox]) -> bool:
+        """Count one more live sandbox, waiting for room; False if the pool closed meanwhile.
+
+        Also returns (with one sandbox counted, for the caller to free) as soon as `future` was
+        served by a warm sandbox while waiting.
+        """
         async with self._capacity:
             while self._live >= self.config.max_live:
                 if self._closed:
                     return False
+                if future.done():
+                    break
                 victim = self._warm_victim(image)
                 if victim is not None:  # a waiting sample beats a warm spare of another image
                     self._all.discard(victim)
@@ -404,7 +416,8 @@ class EnvPool:
                     - self._starting.get(image, 0)
                 )
                 for _ in range(missing):
-                    if self._live >= self.config.max_live:
+                    # Leases waiting for a sandbox come before warm spares.
+                    if self._live + self._waiting_leases() >= self.config.max_live:
                         break
                     self._live += 1
                     self._starting[image] = self._starting.get(image, 0) + 1
@@ -420,8 +433,29 @@ class EnvPool:
             return
         finally:
             self._starting[image] -= 1
+        self._add_warm(image, sandbox)
+
+    def _add_warm(self, image: str, sandbox: Sandbox) -> None:
+        """A started sandbox goes to the oldest lease still waiting for `image`, else warm."""
+        pending = self._pending.get(image)
+        while pending:
+            future = pending.popleft()
+            if not future.done():
+                future.set_result(sandbox)
+                self._warm_hits += 1
+                self._cold_starts -= 1
+                return
         self._warm.setdefault(image, deque()).append(sandbox)
         self._warm_added.set()
+        if self._tasks is not None and self._waiting_leases():
+            self._tasks.create_task(self._notify_capacity())  # a new victim for a waiting lease
+
+    def _waiting_leases(self) -> int:
+        return sum(1 for queue in self._pending.values() for future in queue if not future.done())
+
+    async def _notify_capacity(self) -> None:
+        async with self._capacity:
+            self._capacity.notify_all()
 
     async def _free_capacity_without_refill(self) -> None:
         async with self._capacity:

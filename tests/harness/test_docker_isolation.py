@@ -1,0 +1,65 @@
+"""Bad actions inside a Docker sandbox are contained and the sandbox keeps working."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import docker
+import pytest
+
+from harness.errors import SandboxDeadError
+from harness.sandbox import ContainerLimits, ExecLimits
+from harness.sandbox.docker import DockerSandbox
+
+pytestmark = pytest.mark.docker
+
+LIMITS = ContainerLimits(memory_mb=256, pids=64, cpus=1.0)
+EXEC = ExecLimits(kill_grace_s=1, host_grace_s=3)
+
+
+@pytest.fixture
+async def box(docker_client: docker.DockerClient, base_image: str) -> AsyncIterator[DockerSandbox]:
+    sandbox = await DockerSandbox.create(docker_client, base_image, limits=LIMITS, exec_limits=EXEC)
+    yield sandbox
+    await sandbox.aclose()
+
+
+async def _still_works(box: DockerSandbox) -> None:
+    result = await box.exec("echo alive", timeout_s=10)
+    assert result.ok and result.output == "alive\n"
+
+
+async def test_foreground_fork_bomb_hits_the_pids_limit(box: DockerSandbox) -> None:
+    result = await box.exec(":(){ :|: & };: ; sleep 2", timeout_s=5)
+    assert (
+        "fork" in result.output.lower()
+        or "resource temporarily unavailable" in result.output.lower()
+    )
+    await _still_works(box)
+
+
+async def test_memory_bomb_is_killed_by_the_memory_limit(box: DockerSandbox) -> None:
+    bomb = "python3 -c 'x = []\nwhile True: x.append(bytearray(10**7))'"
+    result = await box.exec(bomb, timeout_s=30)
+    assert result.exit_code == 137 and not result.timed_out
+    await _still_works(box)
+
+
+async def test_network_is_unreachable(box: DockerSandbox) -> None:
+    probe = "python3 -c 'import socket; socket.create_connection((\"1.1.1.1\", 80), timeout=3)'"
+    result = await box.exec(probe, timeout_s=15)
+    assert result.exit_code != 0 and "unreachable" in result.output.lower()
+
+
+async def test_capabilities_are_dropped(box: DockerSandbox) -> None:
+    result = await box.exec("grep CapEff /proc/self/status", timeout_s=10)
+    assert result.output.split()[-1] == "0000000000000000"
+
+
+async def test_removed_container_raises_sandbox_dead(
+    box: DockerSandbox, docker_client: docker.DockerClient
+) -> None:
+    docker_client.containers.get(box.container_id).remove(force=True)
+    assert not await box.is_alive()
+    with pytest.raises(SandboxDeadError):
+        await box.exec("true", timeout_s=5)

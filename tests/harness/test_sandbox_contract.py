@@ -1,0 +1,92 @@
+"""The Sandbox contract, run against both backends (Docker tests need a real engine)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import docker
+import pytest
+
+from harness.errors import SandboxDeadError
+from harness.sandbox import ContainerLimits, ExecLimits, LocalSandbox, Sandbox
+from harness.sandbox.docker import DockerSandbox
+
+FAST_LIMITS = ExecLimits(
+    kill_grace_s=1, host_grace_s=3, output_head_bytes=1000, output_tail_bytes=1000
+)
+
+
+@pytest.fixture(params=["local", pytest.param("docker", marks=pytest.mark.docker)])
+async def sandbox(request: pytest.FixtureRequest) -> AsyncIterator[Sandbox]:
+    if request.param == "local":
+        box: Sandbox = LocalSandbox(limits=FAST_LIMITS)
+    else:
+        client: docker.DockerClient = request.getfixturevalue("docker_client")
+        image: str = request.getfixturevalue("base_image")
+        limits = ContainerLimits(memory_mb=256, pids=64, cpus=1.0)
+        box = await DockerSandbox.create(client, image, limits=limits, exec_limits=FAST_LIMITS)
+    yield box
+    await box.aclose()
+
+
+async def test_exec_returns_exit_code_and_interleaved_output(sandbox: Sandbox) -> None:
+    result = await sandbox.exec("echo out; echo err >&2; exit 3", timeout_s=10)
+    assert result.exit_code == 3
+    assert "out" in result.output and "err" in result.output
+    assert not result.timed_out
+
+
+async def test_commands_run_in_the_workdir(sandbox: Sandbox) -> None:
+    await sandbox.write_file("marker.txt", b"here")
+    result = await sandbox.exec("cat marker.txt", timeout_s=10)
+    assert result.output == "here"
+
+
+async def test_hung_command_is_killed_at_its_timeout(sandbox: Sandbox) -> None:
+    result = await sandbox.exec("sleep 60", timeout_s=1)
+    assert result.timed_out and result.exit_code in (124, 137)
+    assert result.duration_s < 10
+
+
+async def test_command_that_exits_124_by_itself_is_not_a_timeout(sandbox: Sandbox) -> None:
+    result = await sandbox.exec("exit 124", timeout_s=10)
+    assert result.exit_code == 124 and not result.timed_out
+
+
+async def test_background_jobs_do_not_outlive_their_command(sandbox: Sandbox) -> None:
+    await sandbox.exec("sleep 300 & echo started", timeout_s=10)
+    result = await sandbox.exec("ps -eo args 2>/dev/null || cat /proc/[0-9]*/cmdline", timeout_s=10)
+    assert "sleep 300" not in result.output.replace("\0", " ")
+
+
+async def test_huge_output_is_capped_head_and_tail_with_a_note(sandbox: Sandbox) -> None:
+    result = await sandbox.exec(
+        "echo FIRST; head -c 50000000 /dev/zero | tr '\\0' x; echo; echo LAST", timeout_s=60
+    )
+    assert result.truncated and result.output_bytes > 50_000_000
+    assert result.output.startswith("FIRST") and result.output.rstrip().endswith("LAST")
+    assert "bytes elided" in result.output and len(result.output) < 3000
+
+
+async def test_invalid_utf8_output_is_decoded_with_replacement(sandbox: Sandbox) -> None:
+    result = await sandbox.exec("printf '\\xff\\xfeok'", timeout_s=10)
+    assert result.output.endswith("ok") and "\ufffd" in result.output
+
+
+async def test_files_round_trip_and_parents_are_created(sandbox: Sandbox) -> None:
+    payload = "naïve ✓\n".encode() + bytes(range(256))
+    await sandbox.write_file(f"{sandbox.workdir}/deep/dir/file.bin", payload)
+    assert await sandbox.read_file("deep/dir/file.bin") == payload
+
+
+async def test_reading_a_missing_file_raises_file_not_found(sandbox: Sandbox) -> None:
+    with pytest.raises(FileNotFoundError):
+        await sandbox.read_file("no/such/file")
+
+
+async def test_closed_sandbox_is_dead_and_close_is_idempotent(sandbox: Sandbox) -> None:
+    await sandbox.aclose()
+    await sandbox.aclose()
+    assert not await sandbox.is_alive()
+    with pytest.raises(SandboxDeadError):
+        await sandbox.exec("true", timeout_s=5)
