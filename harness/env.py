@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine
-from typing import Any, ClassVar, TypeVar
+from typing import Any, TypeVar
 
 import gymnasium
 
@@ -40,7 +40,7 @@ DEFAULT_TEXT_LENGTH = 1_000_000
 class AgentEnv(gymnasium.Env[str, str]):
     """Base class of text agent envs. See the module docstring for the contract."""
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 (Gymnasium API)
     observation_space: UnicodeText = UnicodeText(DEFAULT_TEXT_LENGTH)
     action_space: UnicodeText = UnicodeText(DEFAULT_TEXT_LENGTH)
 

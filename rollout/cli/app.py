@@ -1,0 +1,30 @@
+"""Assembles the `conductor` command from its sub-command modules."""
+
+from __future__ import annotations
+
+import logging
+
+import typer
+
+from rollout.cli import bench, envs, images
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="conductor",
+    help=(
+        "AIO Batch Conductor: agentic-RL rollouts with Docker envs, critical-group scheduling "
+        "and a priority-aware KV cache.\n\nStart with `conductor run` (the embedded default)."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+)
+app.add_typer(images.app, name="images")
+app.add_typer(envs.app, name="envs")
+app.add_typer(bench.app, name="bench")
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    app()

@@ -1,0 +1,45 @@
+"""`conductor bench ...`: side-by-side benchmarks that report ratios."""
+
+from __future__ import annotations
+
+import asyncio
+
+import typer
+from rich.table import Table
+
+from harness.bench import EnvBenchConfig, run_env_bench, summarize
+from harness.errors import HarnessError
+from harness.images import ensure_base_image
+from harness.sandbox.docker import docker_client
+from rollout.cli.console import console, fail
+
+__all__ = ["app"]
+
+app = typer.Typer(help="Benchmarks (compare side by side in one run).", no_args_is_help=True)
+
+
+@app.command("env")
+def bench_env(
+    acquires: int = typer.Option(20, help="acquires measured, cold and warm each"),
+    exec_repeats: int = typer.Option(30, help="commands timed for the exec overhead"),
+    actions_per_env: int = typer.Option(10, help="actions per env in the throughput runs"),
+) -> None:
+    """Cold vs warm acquire, exec overhead vs raw `docker exec`, actions/s at 1, 8, 32 envs."""
+    try:
+        client = docker_client()
+        image = ensure_base_image(client, progress=console.print)
+        config = EnvBenchConfig(
+            acquires=acquires, exec_repeats=exec_repeats, actions_per_env=actions_per_env
+        )
+        with console.status("benchmarking") as status:
+            result = asyncio.run(
+                run_env_bench(client, image, config, progress=lambda line: status.update(line))
+            )
+    except HarnessError as exc:
+        fail(str(exc))
+    table = Table(title=f"env pool benchmark (image {image}, command `{config.command}`)")
+    for column in ("measure", "p50", "p99", "comparison"):
+        table.add_column(column)
+    for row in summarize(result):
+        table.add_row(*row)
+    console.print(table)
