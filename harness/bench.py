@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-import subprocess
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ import docker
 from harness.backends import DockerBackend
 from harness.env import AgentEnv, ResetReturn, StepReturn
 from harness.handle import SandboxHandle
-from harness.pool import EnvPool, PoolConfig
+from harness.pool import EnvLease, EnvPool, PoolConfig
 from harness.sandbox.docker import DockerSandbox
 from harness.sandbox.limits import ContainerLimits
 
@@ -92,25 +91,18 @@ async def run_env_bench(
     async with EnvPool(backend, PoolConfig(warm_per_image=2, max_live=8)) as pool:
         for _ in range(config.acquires):
             await pool.wait_warm(image)
-
-            async def warm_acquire() -> None:
-                lease = await pool.acquire(_ShellEnv, image)
-                await lease.handle.get()
-                leases.append(lease)
-
-            leases: list[object] = []
-            result.warm_acquire_s.append(await _timed(warm_acquire))
-            for lease in leases:
-                await lease.release()  # type: ignore[attr-defined]
+            started = time.perf_counter()
+            lease = await pool.acquire(_ShellEnv, image)
+            await lease.handle.get()
+            result.warm_acquire_s.append(time.perf_counter() - started)
+            await lease.release()
 
     progress(f"exec overhead x{config.exec_repeats}")
     sandbox = await DockerSandbox.create(client, image, limits=ContainerLimits(memory_mb=512))
     try:
+        raw = ["docker", "exec", sandbox.container_id, "bash", "-c", config.command]
         for _ in range(config.exec_repeats):
-            raw = ["docker", "exec", sandbox.container_id, "bash", "-c", config.command]
-            started = time.perf_counter()
-            subprocess.run(raw, check=True, capture_output=True)
-            result.raw_exec_s.append(time.perf_counter() - started)
+            result.raw_exec_s.append(await _timed(lambda: _run_quietly(raw)))
             result.sandbox_exec_s.append(
                 await _timed(lambda: sandbox.exec(config.command, timeout_s=30))
             )
@@ -122,19 +114,29 @@ async def run_env_bench(
         pool_config = PoolConfig(warm_per_image=envs, max_live=envs, act_slots=envs)
         async with EnvPool(backend, pool_config) as pool:
             await pool.wait_warm(image, envs)
-            leases_ = [await pool.acquire(_ShellEnv, image) for _ in range(envs)]
-            for lease in leases_:
+            leases = [await pool.acquire(_ShellEnv, image) for _ in range(envs)]
+            for lease in leases:
                 await lease.areset()
-
-            async def drive(lease: object) -> None:
-                for _ in range(config.actions_per_env):
-                    await lease.astep(config.command)  # type: ignore[attr-defined]
-
-            elapsed = await _timed(lambda: asyncio.gather(*(drive(lease) for lease in leases_)))
+            elapsed = await _timed(
+                lambda: asyncio.gather(*(_drive(lease, config) for lease in leases))  # noqa: B023
+            )
             result.actions_per_s[envs] = envs * config.actions_per_env / elapsed
-            for lease in leases_:
+            for lease in leases:
                 await lease.release()
     return result
+
+
+async def _drive(lease: EnvLease, config: EnvBenchConfig) -> None:
+    for _ in range(config.actions_per_env):
+        await lease.astep(config.command)
+
+
+async def _run_quietly(argv: list[str]) -> None:
+    process = await asyncio.create_subprocess_exec(
+        *argv, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+    )
+    if await process.wait() != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed")
 
 
 def summarize(result: EnvBenchResult) -> list[tuple[str, str, str, str]]:
