@@ -7,6 +7,7 @@ import logging
 import typer
 
 from rollout.cli import bench, envs, images
+from rollout.cli.run import run
 
 __all__ = ["app", "main"]
 
@@ -20,6 +21,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_show_locals=False,
 )
+app.command("run")(run)
 app.add_typer(images.app, name="images")
 app.add_typer(envs.app, name="envs")
 app.add_typer(bench.app, name="bench")
