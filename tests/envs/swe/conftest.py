@@ -1,0 +1,33 @@
+"""Fixtures of the SWE env tests: the tiny hand-made task and local sandboxes holding it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from envs.swe.tasks import SWETask
+from tests.envs.swe.tiny_task import TinyTaskBed, build_tiny_task
+
+
+@pytest.fixture(scope="session")
+def tiny_template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, SWETask, str]:
+    """The buggy repo (built once), its task and its gold patch."""
+    repo = tmp_path_factory.mktemp("tiny-template")
+    task, gold_patch = build_tiny_task(repo)
+    return repo, task, gold_patch
+
+
+@pytest.fixture
+def tiny_task(tiny_template: tuple[Path, SWETask, str]) -> SWETask:
+    return tiny_template[1]
+
+
+@pytest.fixture
+def gold_patch(tiny_template: tuple[Path, SWETask, str]) -> str:
+    return tiny_template[2]
+
+
+@pytest.fixture
+def bed(tiny_template: tuple[Path, SWETask, str], tmp_path: Path) -> TinyTaskBed:
+    return TinyTaskBed(template=tiny_template[0], scratch=tmp_path)
