@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 from collections.abc import Iterator
 
 import docker
+import docker.errors
 import pytest
 
 from harness.images import ensure_base_image
 from harness.sandbox.docker import docker_client as make_docker_client
-from harness.sandbox.labels import MANAGED_LABEL
+from harness.sandbox.labels import MANAGED_LABEL, parse_owner
 
 REQUIRE_DOCKER = os.environ.get("CONDUCTOR_REQUIRE_DOCKER") == "1"
 
@@ -41,17 +44,24 @@ def base_image(docker_client: docker.DockerClient) -> str:
 
 
 def project_containers(client: docker.DockerClient) -> list[str]:
-    return [c.id for c in client.containers.list(all=True, filters={"label": f"{MANAGED_LABEL}=1"})]
+    """Ids of the project containers this test process created."""
+    mine = []
+    for container in client.containers.list(all=True, filters={"label": f"{MANAGED_LABEL}=1"}):
+        owner = parse_owner(container.labels)
+        if owner is not None and owner.pid == os.getpid() and owner.host == socket.gethostname():
+            mine.append(container.id)
+    return mine
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """After the suite no container of the project may remain."""
+    """After the suite no container this test process made may remain."""
     client = _client_or_none()
     if client is None:
         return
     leftovers = project_containers(client)
     if leftovers:
         for container_id in leftovers:
-            client.containers.get(container_id).remove(force=True)
+            with contextlib.suppress(docker.errors.NotFound):
+                client.containers.get(container_id).remove(force=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
         print(f"\nFAIL: {len(leftovers)} project container(s) were left behind by the tests")

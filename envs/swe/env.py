@@ -52,6 +52,7 @@ from harness.env import AgentEnv, ResetReturn, StepReturn
 from harness.errors import HarnessError, SandboxError
 from harness.handle import SandboxHandle
 from harness.sandbox.base import Sandbox
+from harness.standalone import BackendName
 
 __all__ = ["EpisodeTask", "SWEEnv", "TruncationReason", "make_swe_env"]
 
@@ -322,19 +323,39 @@ class SWEEnv(AgentEnv):
 
 def make_swe_env(
     *,
-    tasks: EpisodeTask | Sequence[EpisodeTask],
-    sandboxes: SandboxHandle | SandboxProvider | AcquireSandbox,
-    grading_sandboxes: GradingSandboxFactory,
+    tasks: EpisodeTask | Sequence[EpisodeTask] | None = None,
+    sandboxes: SandboxHandle | SandboxProvider | AcquireSandbox | None = None,
+    grading_sandboxes: GradingSandboxFactory | None = None,
+    backend: BackendName = "auto",
     config: SWEEnvConfig | None = None,
     config_path: str | Path | None = None,
     overrides: Sequence[str] = (),
     clock: Clock | None = None,
 ) -> SWEEnv:
-    """Entry point of `conductor/SWE-v0`: an `SWEEnv`, config from `config_path` + overrides."""
+    """Entry point of `conductor/SWE-v0`: an `SWEEnv`, config from `config_path` + overrides.
+
+    With no arguments it serves the shipped offline task set (choose one with
+    `reset(options={"task_id": ...})`) from task images on `backend` (Docker when an engine
+    answers; images are built on first use).
+    """
+    from envs.swe.runtime import swe_backend
+    from envs.swe.tasks import load_shipped_tasks
+
     if config is None:
         config = load_config(SWEEnvConfig, config_path, overrides)
+    if sandboxes is None or grading_sandboxes is None:
+        runtime = swe_backend(backend)
+        if sandboxes is None:
+            sandboxes = runtime  # type: ignore[assignment]  # SWETask satisfies EpisodeTask
+        if grading_sandboxes is None:
+            grading_sandboxes = runtime.grading_sandbox  # type: ignore[assignment]
+    assert sandboxes is not None and grading_sandboxes is not None
     return SWEEnv(
-        tasks, sandboxes=sandboxes, grading_sandboxes=grading_sandboxes, config=config, clock=clock
+        load_shipped_tasks() if tasks is None else tasks,
+        sandboxes=sandboxes,
+        grading_sandboxes=grading_sandboxes,
+        config=config,
+        clock=clock,
     )
 
 

@@ -1,0 +1,73 @@
+"""Where SWE episodes get their sandboxes: task images on a backend, for agents and graders.
+
+`BackendSandboxes` lends a fresh sandbox from the task's image (building a missing local
+image first) and is what `gymnasium.make("conductor/SWE-v0")` uses; under the rollout layer the
+env pool hands out warm sandboxes instead and only the grading factory comes from here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from pathlib import Path
+
+from envs.swe.images import (
+    TaskImageConfig,
+    TaskImageResolver,
+    build_task_image,
+    materialize_local_templates,
+)
+from envs.swe.sandbox_source import ReleaseSandbox
+from envs.swe.tasks import SWETask
+from harness.backends import DockerBackend, LocalBackend, SandboxBackend
+from harness.images import ensure_base_image
+from harness.sandbox.base import Sandbox
+from harness.standalone import BackendName, make_backend
+
+__all__ = ["BackendSandboxes", "swe_backend"]
+
+
+class BackendSandboxes:
+    """Lends sandboxes from task images on `backend`; also the grading-sandbox factory."""
+
+    def __init__(self, backend: SandboxBackend, resolver: TaskImageResolver) -> None:
+        self.backend = backend
+        self.resolver = resolver
+        self._ready_images: set[str] = set()
+        self._template_root: Path | None = None
+
+    async def ensure_image(self, task: SWETask) -> str:
+        """The task's image name, built (Docker) or materialized (local) if missing."""
+        image = self.resolver.image_for(task)
+        if image in self._ready_images:
+            return image
+        if isinstance(self.backend, DockerBackend):
+            await asyncio.to_thread(build_task_image, self.backend.client, task, self.resolver)
+        elif isinstance(self.backend, LocalBackend):
+            if self._template_root is None:
+                self._template_root = Path(tempfile.mkdtemp(prefix="conductor-swe-templates-"))
+            templates = await asyncio.to_thread(
+                materialize_local_templates, [task], self.resolver, self._template_root
+            )
+            self.backend.add_image(image, templates[image])
+        self._ready_images.add(image)
+        return image
+
+    async def acquire(self, task: SWETask) -> tuple[Sandbox, ReleaseSandbox]:
+        sandbox = await self.backend.create(await self.ensure_image(task))
+        return sandbox, sandbox.aclose
+
+    async def grading_sandbox(self, task: SWETask) -> Sandbox:
+        """A fresh sandbox from the clean task image (the grader closes it)."""
+        return await self.backend.create(await self.ensure_image(task))
+
+
+def swe_backend(
+    name: BackendName = "auto", config: TaskImageConfig | None = None
+) -> BackendSandboxes:
+    """Sandboxes for SWE tasks on the named backend (auto: Docker if an engine answers)."""
+    backend = make_backend(name)
+    base_image = ""
+    if isinstance(backend, DockerBackend):
+        base_image = ensure_base_image(backend.client, progress=lambda line: None)
+    return BackendSandboxes(backend, TaskImageResolver(config or TaskImageConfig(), base_image))

@@ -1,0 +1,114 @@
+"""Eviction candidates: lazily invalidated min-heaps of tree nodes ordered by eviction key.
+
+A node is pushed when it becomes a candidate or its key decreases; stale entries (superseded by
+a newer push, or whose node stopped being a candidate) are skipped on pop, and an entry whose
+node's key grew since the push is re-keyed on pop. So no operation scans the tree, and a heap
+grown past a multiple of the live nodes is rebuilt (amortised O(1) per push).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable
+
+from kvcache.eviction_order import eviction_class
+from kvcache.tree import RadixTree, TreeNode
+
+__all__ = ["CandidateHeap", "is_device_candidate", "is_host_candidate"]
+
+_HeapEntry = tuple[int, float, int, TreeNode]
+# Rebuild when entries outnumber live nodes this many times over, plus a floor for tiny trees.
+_HEAP_SLACK_FACTOR = 2
+_HEAP_SLACK_MIN = 1024
+
+
+def is_device_candidate(node: TreeNode) -> bool:
+    """Evictable from device now: resident, unlocked, and no child on device (leaf-up)."""
+    return (
+        node.alive
+        and node.parent is not None
+        and node.on_device
+        and node.device_children == 0
+        and node.lock_ref == 0
+    )
+
+
+def is_host_candidate(node: TreeNode) -> bool:
+    """Host copy discardable now: unpinned, and either a backup or a host-only leaf."""
+    return (
+        node.alive
+        and node.parent is not None
+        and node.on_host
+        and node.host_pin == 0
+        and (node.on_device or not node.children)
+    )
+
+
+class CandidateHeap:
+    """Candidates of one tier; `device` picks the tier (and the node's sequence field)."""
+
+    def __init__(self, tree: RadixTree, *, device: bool, seq: itertools.count[int]) -> None:
+        self._tree = tree
+        self._device = device
+        self._seq = seq
+        self._is_candidate: Callable[[TreeNode], bool] = (
+            is_device_candidate if device else is_host_candidate
+        )
+        self._heap: list[_HeapEntry] = []
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def push(self, node: TreeNode) -> None:
+        """Add `node` with its current key if it is a candidate (older entries go stale)."""
+        if not self._is_candidate(node):
+            return
+        key_class = int(eviction_class(node.high_ref, node.low_ref))
+        heapq.heappush(self._heap, (key_class, node.last_access_s, self._stamp(node), node))
+        if len(self._heap) > _HEAP_SLACK_FACTOR * self._tree.node_count + _HEAP_SLACK_MIN:
+            self._rebuild()
+
+    def pop(self, max_class: int) -> TreeNode | None:
+        """Remove and return the minimum candidate if its class is at most `max_class`."""
+        heap = self._heap
+        while heap:
+            key_class, last_access_s, seq, node = heap[0]
+            if self._live_seq(node) != seq or not self._is_candidate(node):
+                heapq.heappop(heap)
+                continue
+            current_class = int(eviction_class(node.high_ref, node.low_ref))
+            if (key_class, last_access_s) != (current_class, node.last_access_s):
+                heapq.heapreplace(  # the key grew since the push: re-key lazily
+                    heap, (current_class, node.last_access_s, self._stamp(node), node)
+                )
+                continue
+            if key_class > max_class:
+                return None
+            heapq.heappop(heap)
+            self._set_seq(node, -1)
+            return node
+        return None
+
+    def _rebuild(self) -> None:
+        heap: list[_HeapEntry] = []
+        for node in self._tree.iter_nodes():
+            if self._is_candidate(node):
+                key_class = int(eviction_class(node.high_ref, node.low_ref))
+                heap.append((key_class, node.last_access_s, self._stamp(node), node))
+        heapq.heapify(heap)
+        self._heap = heap
+
+    def _stamp(self, node: TreeNode) -> int:
+        seq = next(self._seq)
+        self._set_seq(node, seq)
+        return seq
+
+    def _live_seq(self, node: TreeNode) -> int:
+        return node.device_seq if self._device else node.host_seq
+
+    def _set_seq(self, node: TreeNode, seq: int) -> None:
+        if self._device:
+            node.device_seq = seq
+        else:
+            node.host_seq = seq

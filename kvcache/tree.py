@@ -1,0 +1,218 @@
+"""Radix tree over page-aligned token ids: nodes, matching, splitting, growing and unlinking.
+
+Structure only. Tier residency, references and locks are fields on the node, but the rules that
+keep them consistent live in `kvcache.cache.TieredCache`, the tree's only writer. Every edge key
+is a non-empty whole number of pages, and siblings differ in their first page, which is the
+child's key in its parent's `children` map.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+__all__ = ["PathStep", "RadixTree", "TreeNode"]
+
+Tokens = tuple[int, ...]
+
+
+class TreeNode:
+    """One edge of the radix tree and the KV of its tokens.
+
+    `lock_ref`, `high_ref` and `low_ref` count running requests, live high-priority sessions and
+    live low-priority sessions whose context runs through the node (root-to-leaf coverage, so a
+    node's counts are never below any child's). `on_device`/`on_host` say where its KV is.
+    """
+
+    __slots__ = (
+        "alive",
+        "children",
+        "device_children",
+        "device_seq",
+        "high_ref",
+        "host_pin",
+        "host_seq",
+        "key",
+        "last_access_s",
+        "leaf_sessions",
+        "lock_ref",
+        "low_ref",
+        "node_id",
+        "on_device",
+        "on_host",
+        "parent",
+        "ready_at_s",
+    )
+
+    def __init__(self, node_id: int, key: Tokens, parent: TreeNode | None) -> None:
+        self.node_id = node_id
+        self.key = key
+        self.parent = parent
+        self.children: dict[Tokens, TreeNode] = {}
+        self.alive = True
+        self.on_device = False
+        self.on_host = False
+        self.device_children = 0  # children with KV on device
+        self.lock_ref = 0
+        self.high_ref = 0
+        self.low_ref = 0
+        self.host_pin = 0  # >0 while a load reads the host copy; it may not be discarded
+        self.last_access_s = 0.0
+        self.ready_at_s = 0.0  # an in-flight copy into this node's device KV lands then
+        self.device_seq = -1  # sequence number of the node's live device-heap entry
+        self.host_seq = -1  # sequence number of the node's live host-heap entry
+        self.leaf_sessions: set[str] = set()  # sessions whose context ends at this node
+
+    @property
+    def tokens(self) -> int:
+        """Number of tokens (and KV slots) on this edge."""
+        return len(self.key)
+
+    @property
+    def is_root(self) -> bool:
+        return self.parent is None and self.alive
+
+    def __repr__(self) -> str:
+        tiers = ("D" if self.on_device else "") + ("H" if self.on_host else "")
+        return (
+            f"TreeNode(id={self.node_id}, tokens={self.tokens}, tiers={tiers or '-'}, "
+            f"lock={self.lock_ref}, high={self.high_ref}, low={self.low_ref})"
+        )
+
+
+class PathStep:
+    """A node on a matched path and how many of its tokens matched (the last may be partial)."""
+
+    __slots__ = ("matched_tokens", "node")
+
+    def __init__(self, node: TreeNode, matched_tokens: int) -> None:
+        self.node = node
+        self.matched_tokens = matched_tokens
+
+
+class RadixTree:
+    """Page-aligned radix tree. The root has an empty key and holds no KV."""
+
+    def __init__(self, page_size: int) -> None:
+        if page_size < 1:
+            raise ValueError(f"page_size must be at least 1, got {page_size}")
+        self.page_size = page_size
+        self.root = TreeNode(0, (), None)
+        self._next_id = 1
+        self.node_count = 0  # excluding the root
+
+    def aligned(self, token_ids: tuple[int, ...]) -> Tokens:
+        """The whole-page prefix of `token_ids`: only whole pages are cached."""
+        return token_ids[: len(token_ids) - len(token_ids) % self.page_size]
+
+    def walk(self, tokens: Tokens) -> list[PathStep]:
+        """The nodes along the longest cached prefix of page-aligned `tokens`, root excluded."""
+        steps: list[PathStep] = []
+        node = self.root
+        offset = 0
+        page = self.page_size
+        while offset < len(tokens):
+            child = node.children.get(tokens[offset : offset + page])
+            if child is None:
+                break
+            matched = self._common_tokens(child.key, tokens, offset)
+            steps.append(PathStep(child, matched))
+            if matched < child.tokens:
+                break
+            offset += matched
+            node = child
+        return steps
+
+    def _common_tokens(self, key: Tokens, tokens: Tokens, offset: int) -> int:
+        """Length of the common whole-page prefix of `key` and `tokens[offset:]`."""
+        end = offset + len(key)
+        if end <= len(tokens) and tokens[offset:end] == key:
+            return len(key)
+        page = self.page_size
+        limit = min(len(key), len(tokens) - offset)
+        matched = page  # the first page matched: it is the child's key in the parent map
+        while matched + page <= limit and (
+            tokens[offset + matched : offset + matched + page] == key[matched : matched + page]
+        ):
+            matched += page
+        return matched
+
+    def split(self, node: TreeNode, at_tokens: int) -> TreeNode:
+        """Split `node` after `at_tokens` tokens; return the new upper node.
+
+        `node` keeps its identity as the lower part, so lock receipts and session leaves that
+        point at it stay valid. The upper node inherits residency, references and locks, which
+        is exact: everything that ran through `node` runs through its upper part.
+        """
+        if at_tokens <= 0 or at_tokens >= node.tokens or at_tokens % self.page_size:
+            raise ValueError(
+                f"cannot split a {node.tokens}-token node at {at_tokens}: the split point must "
+                f"be a whole number of pages ({self.page_size}) strictly inside the node"
+            )
+        parent = node.parent
+        if parent is None:
+            raise ValueError("the root cannot be split")
+        upper = TreeNode(self._take_id(), node.key[:at_tokens], parent)
+        upper.on_device = node.on_device
+        upper.on_host = node.on_host
+        upper.lock_ref = node.lock_ref
+        upper.high_ref = node.high_ref
+        upper.low_ref = node.low_ref
+        upper.last_access_s = node.last_access_s
+        upper.ready_at_s = node.ready_at_s
+        upper.host_pin = node.host_pin
+        upper.device_children = 1 if node.on_device else 0
+        parent.children[upper.key[: self.page_size]] = upper
+        node.key = node.key[at_tokens:]
+        node.parent = upper
+        upper.children[node.key[: self.page_size]] = node
+        self.node_count += 1
+        return upper
+
+    def add_child(self, parent: TreeNode, key: Tokens) -> TreeNode:
+        """Append a new node (no KV yet) under `parent`; its first page must be new there."""
+        if not key or len(key) % self.page_size:
+            raise ValueError(
+                f"a node key must be a non-empty whole number of pages ({self.page_size}), "
+                f"got {len(key)} tokens"
+            )
+        first_page = key[: self.page_size]
+        if first_page in parent.children:
+            raise ValueError("a sibling already starts with this page; walk and split instead")
+        child = TreeNode(self._take_id(), key, parent)
+        parent.children[first_page] = child
+        self.node_count += 1
+        return child
+
+    def unlink(self, node: TreeNode) -> None:
+        """Remove a childless node from its parent and mark it dead."""
+        if node.children:
+            raise ValueError(f"{node!r} still has children; unlink them first (leaf-up)")
+        parent = node.parent
+        if parent is None:
+            raise ValueError("the root cannot be unlinked")
+        del parent.children[node.key[: self.page_size]]
+        node.alive = False
+        node.parent = None
+        self.node_count -= 1
+
+    def iter_nodes(self) -> Iterator[TreeNode]:
+        """Every node except the root, parents before children."""
+        stack = list(self.root.children.values())
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(node.children.values())
+
+    def path_tokens(self, node: TreeNode) -> Tokens:
+        """The token ids from the root to the end of `node`."""
+        parts: list[Tokens] = []
+        current: TreeNode | None = node
+        while current is not None and current.parent is not None:
+            parts.append(current.key)
+            current = current.parent
+        return tuple(token for part in reversed(parts) for token in part)
+
+    def _take_id(self) -> int:
+        node_id = self._next_id
+        self._next_id += 1
+        return node_id

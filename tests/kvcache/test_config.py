@@ -1,0 +1,37 @@
+"""`KVCacheConfig` and its YAML file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.config import load_config
+from harness.errors import ConfigError
+from kvcache import KVCacheConfig
+
+DEFAULT_YAML = Path(__file__).parents[2] / "configs" / "kvcache" / "default.yaml"
+
+
+def test_the_shipped_yaml_equals_the_code_defaults() -> None:
+    assert load_config(KVCacheConfig, DEFAULT_YAML) == KVCacheConfig()
+
+
+def test_every_field_documents_its_meaning() -> None:
+    missing = [name for name, field in KVCacheConfig.model_fields.items() if not field.description]
+    assert missing == []
+
+
+def test_an_unknown_key_is_an_error() -> None:
+    with pytest.raises(ConfigError, match="page_sise"):
+        load_config(KVCacheConfig, DEFAULT_YAML, ["page_sise=16"])
+
+
+def test_a_device_smaller_than_a_page_is_refused() -> None:
+    with pytest.raises(ConfigError, match="smaller than one page"):
+        load_config(KVCacheConfig, None, ["page_size=64", "device_capacity_tokens=10"])
+
+
+def test_a_backoff_cap_below_the_first_group_is_refused() -> None:
+    with pytest.raises(ConfigError, match="backoff_max_group"):
+        load_config(KVCacheConfig, None, ["backoff_initial_group=8", "backoff_max_group=4"])

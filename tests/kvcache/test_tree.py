@@ -1,0 +1,94 @@
+"""The page-aligned radix tree: matching, splitting and growth."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvcache.tree import RadixTree
+
+
+def grow(tree: RadixTree, tokens: tuple[int, ...]) -> None:
+    """Add `tokens` the way the cache does: walk, split at the divergence, append the rest."""
+    node = tree.root
+    offset = 0
+    for step in tree.walk(tokens):
+        node = step.node
+        if step.matched_tokens < node.tokens:
+            node = tree.split(node, step.matched_tokens)
+        offset += step.matched_tokens
+    if offset < len(tokens):
+        tree.add_child(node, tokens[offset:])
+
+
+def test_only_whole_pages_are_kept_of_a_sequence() -> None:
+    assert RadixTree(page_size=4).aligned(tuple(range(10))) == tuple(range(8))
+
+
+def test_walk_matches_whole_pages_only() -> None:
+    tree = RadixTree(page_size=2)
+    grow(tree, (1, 2, 3, 4))
+    steps = tree.walk((1, 2, 3, 9))
+    assert [step.matched_tokens for step in steps] == [2]
+
+
+def test_divergence_inside_a_node_splits_it_at_the_page_boundary() -> None:
+    tree = RadixTree(page_size=2)
+    grow(tree, (1, 2, 3, 4))
+    grow(tree, (1, 2, 5, 6))
+    (upper,) = tree.root.children.values()
+    assert upper.key == (1, 2)
+    assert sorted(child.key for child in upper.children.values()) == [(3, 4), (5, 6)]
+
+
+def test_split_keeps_the_lower_node_identity() -> None:
+    tree = RadixTree(page_size=1)
+    grow(tree, (1, 2, 3))
+    (node,) = tree.root.children.values()
+    upper = tree.split(node, 1)
+    assert node.key == (2, 3) and node.parent is upper and upper.key == (1,)
+
+
+def test_split_copies_refs_and_residency_to_the_upper_node() -> None:
+    tree = RadixTree(page_size=1)
+    grow(tree, (1, 2))
+    (node,) = tree.root.children.values()
+    node.on_device, node.high_ref, node.lock_ref = True, 2, 1
+    upper = tree.split(node, 1)
+    assert (upper.on_device, upper.high_ref, upper.lock_ref, upper.device_children) == (
+        True,
+        2,
+        1,
+        1,
+    )
+
+
+def test_split_point_must_be_whole_pages_inside_the_node() -> None:
+    tree = RadixTree(page_size=2)
+    grow(tree, (1, 2, 3, 4))
+    (node,) = tree.root.children.values()
+    with pytest.raises(ValueError, match="whole number of pages"):
+        tree.split(node, 1)
+
+
+def test_a_sibling_with_the_same_first_page_is_rejected() -> None:
+    tree = RadixTree(page_size=1)
+    grow(tree, (1, 2))
+    with pytest.raises(ValueError, match="walk and split"):
+        tree.add_child(tree.root, (1, 3))
+
+
+def test_path_tokens_spell_the_root_to_node_sequence() -> None:
+    tree = RadixTree(page_size=1)
+    grow(tree, (1, 2, 3))
+    grow(tree, (1, 2, 4))
+    leaf = tree.walk((1, 2, 4))[-1].node
+    assert tree.path_tokens(leaf) == (1, 2, 4)
+
+
+def test_unlinking_a_node_with_children_is_refused() -> None:
+    tree = RadixTree(page_size=1)
+    grow(tree, (1, 2))
+    grow(tree, (1, 3))
+    (upper,) = tree.root.children.values()
+    with pytest.raises(ValueError, match="leaf-up"):
+        tree.unlink(upper)
