@@ -348,7 +348,7 @@ def make_swe_env(
         if sandboxes is None:
             sandboxes = runtime  # type: ignore[assignment]  # SWETask satisfies EpisodeTask
         if grading_sandboxes is None:
-            grading_sandboxes = runtime.grading_sandbox  # type: ignore[assignment]
+            grading_sandboxes = runtime.grading_sandbox
     assert sandboxes is not None and grading_sandboxes is not None
     return SWEEnv(
         load_shipped_tasks() if tasks is None else tasks,

@@ -11,6 +11,7 @@ import asyncio
 import tempfile
 from pathlib import Path
 
+from envs.swe.grading import GradableTask
 from envs.swe.images import (
     TaskImageConfig,
     TaskImageResolver,
@@ -57,8 +58,12 @@ class BackendSandboxes:
         sandbox = await self.backend.create(await self.ensure_image(task))
         return sandbox, sandbox.aclose
 
-    async def grading_sandbox(self, task: SWETask) -> Sandbox:
+    async def grading_sandbox(self, task: GradableTask) -> Sandbox:
         """A fresh sandbox from the clean task image (the grader closes it)."""
+        if not isinstance(task, SWETask):
+            raise TypeError(
+                f"task images are built from SWETask records, got {type(task).__name__}"
+            )
         return await self.backend.create(await self.ensure_image(task))
 
 

@@ -43,3 +43,38 @@ def bench_env(
     for row in summarize(result):
         table.add_row(*row)
     console.print(table)
+
+
+@app.command("swe")
+def bench_swe(
+    container_starts: int = typer.Option(10, help="containers started for the start-time figure"),
+) -> None:
+    """Task images from scratch vs cache, container start, grading time per shipped task."""
+    from envs.swe.bench import run_swe_bench
+    from envs.swe.images import TaskImageConfig, TaskImageResolver
+    from envs.swe.tasks import load_shipped_tasks
+
+    try:
+        client = docker_client()
+        base = ensure_base_image(client, progress=console.print)
+        resolver = TaskImageResolver(TaskImageConfig(), base)
+        with console.status("benchmarking the SWE env") as status:
+            result = asyncio.run(
+                run_swe_bench(
+                    client,
+                    load_shipped_tasks(),
+                    resolver,
+                    container_starts=container_starts,
+                    progress=lambda line: status.update(line),
+                )
+            )
+    except HarnessError as exc:
+        fail(str(exc))
+    table = Table(title="SWE env benchmark (shipped task set, Docker)")
+    table.add_column("measure")
+    table.add_column("value")
+    for row in result.rows():
+        table.add_row(*row)
+    console.print(table)
+    if result.failures:
+        fail(f"gold patch not resolved for: {', '.join(result.failures)}")
