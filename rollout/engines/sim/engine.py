@@ -1,0 +1,366 @@
+"""`SimEngine`: an in-process continuous-batching engine that simulates SGLang's timing and KV.
+
+It implements `rollout.engines.base.Engine`. One owned asyncio task (the step loop) runs while
+there is work: each round the `Batcher` admits waiting requests under SGLang's token budget and
+forms one prefill step (chunked; decodes stall unless `mixed_chunk`) or a block of decode steps,
+and the loop sleeps each forward's cost-model duration on the loop clock (`asyncio` only, so
+virtual time works). A decode block covers several steps at once while the batch cannot change;
+an arrival, an abort or a hint wakes the loop, and the block then ends after the step in flight,
+exactly where a real engine would pick the change up. KV placement is a `KVBackend`'s job,
+token content a `TokenModel`'s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Sequence
+from dataclasses import asdict
+from types import TracebackType
+
+from harness.clock import LoopClock
+from rollout.engines.base import (
+    EngineError,
+    EngineStats,
+    GenerateRequest,
+    GenerateResult,
+    KVHint,
+    KVHintKind,
+)
+from rollout.engines.sim import batching
+from rollout.engines.sim.batcher import Batcher, Chunk, SimEngineCounters
+from rollout.engines.sim.config import SimEngineConfig
+from rollout.engines.sim.cost_model import prefill_attention_units, step_time_s
+from rollout.engines.sim.kv import KVBackend
+from rollout.engines.sim.request_state import SimRequest
+from rollout.engines.sim.served_model import ServedModelConfig
+from rollout.engines.sim.token_model import TokenModel
+
+__all__ = ["SimEngine", "SimEngineCounters"]
+
+
+class SimEngine:
+    """A simulated SGLang-like engine; see the module docstring. It lives on one event loop.
+
+    Args:
+        config: batching and scheduling (`configs/engine/sim.yaml`).
+        model: the model, its GPU and cost coefficients (`configs/model/*.yaml`).
+        kv: the KV backend (e.g. `LRURadixKV` sized from `model`).
+        token_model: decides the generated tokens.
+    """
+
+    def __init__(
+        self,
+        config: SimEngineConfig,
+        model: ServedModelConfig,
+        kv: KVBackend,
+        token_model: TokenModel,
+    ) -> None:
+        if kv.page_tokens != config.page_tokens:
+            raise EngineError(
+                f"KV backend pages hold {kv.page_tokens} tokens but the engine config says "
+                f"{config.page_tokens}; build both from the same config"
+            )
+        self.name = config.name
+        self._config = config
+        self._model = model
+        self._kv = kv
+        self._tokens = token_model
+        self._clock = LoopClock()
+        self._drained = asyncio.Event()
+        self._batch = Batcher(config, model, kv, token_model, on_empty=self._drained.set)
+        self._seq = itertools.count()
+        self._now_s = 0.0
+        self._resumed = asyncio.Event()
+        self._resumed.set()
+        self._closed = False
+        self._crash: BaseException | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._wake_future: asyncio.Future[bool] | None = None
+
+    @property
+    def kv(self) -> KVBackend:
+        """The KV backend this engine drives (for inspection; do not drive it from outside)."""
+        return self._kv
+
+    @property
+    def counters(self) -> SimEngineCounters:
+        """Cumulative steps, tokens and busy seconds (live object; copy it to keep a snapshot)."""
+        return self._batch.counters
+
+    # ---- Engine protocol --------------------------------------------------------------------
+
+    async def generate(self, request: GenerateRequest) -> GenerateResult:
+        """Queue `request` and return its result (partial, with `ABORT`, if aborted)."""
+        self._check_open()
+        await self._resumed.wait()
+        self._check_open()
+        max_new = self._validate(request)
+        for hint in request.kv_hints:
+            self._kv.hint(hint)
+        plan = self._tokens.plan(request)
+        future: asyncio.Future[GenerateResult] = asyncio.get_running_loop().create_future()
+        sim = SimRequest(request, plan, next(self._seq), future, max_new)
+        self._drained.clear()
+        self._batch.enqueue(sim)
+        self._kick()
+        try:
+            return await future
+        except asyncio.CancelledError:
+            self._request_abort(sim)  # the caller gave up: free the slot like a disconnect
+            raise
+
+    async def abort(self, rid: str) -> None:
+        sim = self._batch.live.get(rid)
+        if sim is not None:
+            self._request_abort(sim)
+
+    async def send_kv_hints(self, hints: Sequence[KVHint]) -> None:
+        for hint in hints:
+            self._kv.hint(hint)
+            if hint.kind is KVHintKind.CLOSE:
+                self._batch.session_ready_s.pop(hint.session_id, None)
+        self._batch.drain_transfers(self._sync_now())
+        if self._batch.blocked is not None:
+            self._wake(recheck=True)  # the policy may have made room for the blocked request
+
+    async def pause(self) -> None:
+        self._resumed.clear()
+        for sim in list(self._batch.live.values()):
+            self._request_abort(sim)
+        if self._batch.live:
+            await self._drained.wait()
+
+    async def resume(self) -> None:
+        self._resumed.set()
+
+    async def update_weights(self, version: int) -> None:
+        if self._config.weight_update_s > 0:
+            await asyncio.sleep(self._config.weight_update_s)
+        self._batch.weight_version = version
+        if self._config.flush_cache_on_weight_update:
+            self._kv.flush()
+
+    def stats(self) -> EngineStats:
+        kv = self._kv.stats()
+        batch = self._batch
+        extra = {name: float(value) for name, value in asdict(batch.counters).items()}
+        extra.update(
+            kv_evictable_tokens=float(kv.evictable_tokens),
+            kv_host_used_tokens=float(kv.host_used_tokens),
+            kv_host_capacity_tokens=float(kv.host_capacity_tokens),
+            kv_dropped_tokens=float(kv.dropped_tokens),
+            kv_offloaded_tokens=float(kv.offloaded_tokens),
+            kv_loaded_tokens=float(kv.loaded_tokens),
+            h2d_busy_s=batch.h2d.busy_s,
+            d2h_busy_s=batch.d2h.busy_s,
+            new_token_ratio=batch.ratio,
+        )
+        return EngineStats(
+            running_requests=batch.running_count,
+            waiting_requests=batch.waiting_count,
+            max_running_requests=self._config.max_running_requests,
+            kv_used_tokens=kv.used_tokens,
+            kv_capacity_tokens=kv.capacity_tokens,
+            weight_version=batch.weight_version,
+            extra=extra,
+        )
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._resumed.set()
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                if not task.cancelled():
+                    raise
+        self._batch.fail_all(EngineError(f"engine {self.name!r} was closed while this ran"))
+
+    async def __aenter__(self) -> SimEngine:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # ---- arrival, abort ---------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._crash is not None:
+            raise EngineError(
+                f"engine {self.name!r} crashed ({self._crash!r}); this is a bug in the simulator"
+            ) from self._crash
+        if self._closed:
+            raise EngineError(f"engine {self.name!r} is closed; create a new one")
+
+    def _validate(self, request: GenerateRequest) -> int:
+        """Reject what no engine could serve; return the effective max_new_tokens."""
+        if request.rid in self._batch.live:
+            raise EngineError(f"request id {request.rid!r} is already in flight; use unique rids")
+        prompt = len(request.input_ids)
+        if prompt == 0:
+            raise EngineError(f"request {request.rid!r} has no input tokens")
+        if request.sampling.max_new_tokens < 1:
+            raise EngineError(f"request {request.rid!r}: max_new_tokens must be >= 1")
+        room = min(self._model.max_context_tokens, self._kv.capacity_tokens) - prompt
+        if room < 1:
+            raise EngineError(
+                f"request {request.rid!r}: {prompt} prompt tokens leave no room under the "
+                f"context limit {self._model.max_context_tokens} / KV pool "
+                f"{self._kv.capacity_tokens}; truncate the context"
+            )
+        return min(request.sampling.max_new_tokens, room)
+
+    def _request_abort(self, sim: SimRequest) -> None:
+        if self._batch.request_abort(sim):
+            self._wake(recheck=True)
+
+    # ---- the step loop ------------------------------------------------------------------------
+
+    def _kick(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name=f"{self.name}-step-loop"
+            )
+        else:
+            self._wake(recheck=False)  # queued behind the head (or ahead of it: seen by identity)
+
+    def _wake(self, *, recheck: bool) -> None:
+        self._batch.recheck = self._batch.recheck or recheck
+        future = self._wake_future
+        if future is not None and not future.done():
+            future.set_result(True)
+
+    async def _run(self) -> None:
+        try:
+            while self._batch.has_work:
+                await self._round()
+            self._batch.ratio = self._config.init_new_token_ratio  # SGLang resets it when idle
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug: fail every caller (and later ones) instead of hanging
+            self._crash = exc
+            self._batch.fail_all(EngineError(f"the sim engine's step loop crashed: {exc!r}"))
+
+    async def _round(self) -> None:
+        batch = self._batch
+        retractions = batch.counters.retractions
+        now = self._sync_now()
+        batch.reap_aborts()
+        chunks = batch.form_prefill(now)
+        if chunks:
+            await self._prefill_step(now, chunks)
+        elif batch.decoding:
+            await self._decode_block(now)
+        else:
+            ready = batch.next_ready_s(now)
+            if ready is not None:
+                await self._sleep_until(ready, wakeable=True)
+            elif batch.counters.retractions == retractions:
+                await self._sleep_until(None, wakeable=True)  # only an event can unblock it
+
+    def _sync_now(self) -> float:
+        self._now_s = max(self._now_s, self._clock.now())
+        return self._now_s
+
+    async def _sleep_until(self, end_s: float | None, *, wakeable: bool) -> bool:
+        """Sleep on the loop clock until `end_s` (None: until woken); True if woken early."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bool] = loop.create_future()
+        handle = None
+        if end_s is not None:
+            delay = max(0.0, end_s - self._clock.now())
+            handle = loop.call_later(delay, _resolve, future, False)
+        if wakeable:
+            self._wake_future = future
+        try:
+            return await future
+        finally:
+            if handle is not None:
+                handle.cancel()
+            if self._wake_future is future:
+                self._wake_future = None
+
+    async def _prefill_step(self, now: float, chunks: list[Chunk]) -> None:
+        batch = self._batch
+        decoding: list[SimRequest] = []
+        if self._config.mixed_chunk and batch.decoding and batch.prepare_decode(1):
+            decoding = list(batch.decoding)
+        prefill_tokens = sum(chunk.tokens for chunk in chunks)
+        duration = step_time_s(
+            self._model.cost,
+            decode_requests=len(decoding),
+            decode_context_tokens=batch.decode_context if decoding else 0,
+            prefill_tokens=prefill_tokens,
+            prefill_attention=sum(
+                prefill_attention_units(c.tokens, c.prefix_tokens) for c in chunks
+            ),
+        )
+        self._kv.before_forward(prefill_tokens + len(decoding))
+        end = now + duration
+        await self._sleep_until(end, wakeable=False)
+        self._now_s = max(self._now_s, end)
+        counters = batch.counters
+        counters.busy_s += duration
+        counters.prefill_busy_s += duration
+        counters.prefill_steps += 1
+        counters.prefill_tokens += prefill_tokens
+        if decoding:
+            batch.advance_decodes(decoding, 1)
+        for chunk in chunks:
+            batch.finish_chunk(chunk)
+        batch.drain_transfers(end)
+
+    async def _decode_block(self, now: float) -> None:
+        batch = self._batch
+        watch = batch.admission_watch()
+        cap = min(
+            self._config.max_block_steps,
+            min(sim.target - sim.generated for sim in batch.decoding),
+        )
+        retractions = batch.counters.retractions
+        steps = batch.prepare_decode(cap)
+        if steps == 0:
+            return
+        if batch.counters.retractions != retractions:
+            watch, steps = None, 1  # the queue changed: re-plan after one step
+        block = batching.plan_decode_block(
+            self._model.cost,
+            start_s=now,
+            batch=len(batch.decoding),
+            context_tokens=batch.decode_context,
+            max_steps=steps,
+            stop_at_s=batch.next_ready_s(now),
+            watch=watch,
+        )
+        ends = block.step_ends_s
+        self._kv.before_forward(len(batch.decoding) * len(ends))
+        batch.recheck = watch is None
+        done = len(ends)
+        if await self._sleep_until(ends[-1], wakeable=True):
+            done = batching.steps_done_by(ends, self._clock.now())
+            await self._sleep_until(ends[done - 1], wakeable=False)
+        end = ends[done - 1]
+        self._now_s = max(self._now_s, end)
+        counters = batch.counters
+        counters.busy_s += end - now
+        counters.decode_steps += done
+        finished = counters.finished
+        batch.advance_decodes(list(batch.decoding), done)
+        if counters.finished != finished or (done == len(ends) and block.admits_after_last):
+            batch.recheck = True
+        batch.drain_transfers(end)
+
+
+def _resolve(future: asyncio.Future[bool], woken: bool) -> None:
+    if not future.done():
+        future.set_result(woken)

@@ -1,0 +1,124 @@
+"""`SimRequest`: the simulated engine's mutable record of one generation, from arrival to result."""
+
+from __future__ import annotations
+
+import asyncio
+from enum import IntEnum
+
+from rollout.engines.base import FinishReason, GenerateRequest, GenerateResult
+from rollout.engines.sim.token_model import TurnPlan
+
+__all__ = ["SimRequest", "Stage"]
+
+
+class Stage(IntEnum):
+    WAITING = 0  # in the waiting queue (new, retracted or preempted)
+    PREFILL = 1  # admitted: holds its cached prefix, loading or prefilling in chunks
+    DECODE = 2  # in the decode batch
+    DONE = 3  # returned
+
+
+class SimRequest:
+    """One generation in flight. Counts are tokens; `fill_ids` is what must be in KV to decode.
+
+    `fill_ids` is the prompt, or prompt + output so far after a retraction (re-prefilled like
+    SGLang does). `ahead` counts decode KV slots reserved for the decode block in flight.
+    """
+
+    __slots__ = (
+        "abort_requested",
+        "ahead",
+        "cached_tokens",
+        "epoch",
+        "fill_ids",
+        "future",
+        "generated",
+        "input_tokens",
+        "max_new",
+        "plan",
+        "prefilled",
+        "ready_at_s",
+        "request",
+        "retractions",
+        "seq",
+        "stage",
+        "stop_reason",
+        "target",
+    )
+
+    def __init__(
+        self,
+        request: GenerateRequest,
+        plan: TurnPlan,
+        seq: int,
+        future: asyncio.Future[GenerateResult],
+        max_new_tokens: int,
+    ) -> None:
+        self.request = request
+        self.plan = plan
+        self.seq = seq
+        self.future = future
+        self.input_tokens = len(request.input_ids)
+        self.max_new = max_new_tokens
+        planned = len(plan.output_ids)
+        self.target = min(planned, max_new_tokens)
+        self.stop_reason = (
+            FinishReason.STOP
+            if plan.ends_with_stop and planned <= max_new_tokens
+            else FinishReason.LENGTH
+        )
+        self.stage = Stage.WAITING
+        self.fill_ids = request.input_ids
+        self.prefilled = 0
+        self.generated = 0
+        self.ahead = 0
+        self.ready_at_s = 0.0
+        self.cached_tokens = -1  # prefix hit at first admission; -1 until admitted
+        self.retractions = 0
+        self.abort_requested = False
+        self.epoch = 0  # bumped on every push into the waiting queue (lazy deletion)
+
+    @property
+    def rid(self) -> str:
+        return self.request.rid
+
+    @property
+    def fill_target(self) -> int:
+        return len(self.fill_ids)
+
+    @property
+    def context_tokens(self) -> int:
+        """KV a decode step of this request reads: prompt plus output so far."""
+        return self.input_tokens + self.generated
+
+    @property
+    def remaining_new_tokens(self) -> int:
+        """What SGLang's admission estimate uses: max_new_tokens minus output so far."""
+        return self.max_new - self.generated
+
+    def kv_ids(self) -> tuple[int, ...]:
+        """Prompt + output so far: the sequence whose KV this request has written."""
+        if self.generated == 0:
+            return self.request.input_ids
+        return self.request.input_ids + self.plan.output_ids[: self.generated]
+
+    def requeue(self) -> None:
+        """Back to waiting after a retraction or preemption: re-prefill prompt + output so far."""
+        self.stage = Stage.WAITING
+        self.fill_ids = self.kv_ids()
+        self.prefilled = 0
+        self.ahead = 0
+        self.ready_at_s = 0.0
+        self.retractions += 1
+
+    def result(self, reason: FinishReason, weight_version: int) -> GenerateResult:
+        return GenerateResult(
+            rid=self.rid,
+            output_ids=self.plan.output_ids[: self.generated],
+            output_logprobs=self.plan.output_logprobs[: self.generated],
+            finish_reason=reason,
+            prompt_tokens=self.input_tokens,
+            cached_tokens=max(0, self.cached_tokens),
+            weight_version=weight_version,
+            num_retractions=self.retractions,
+        )

@@ -1,0 +1,29 @@
+"""Synthetic agentic workload: hidden per-sample scripts, a simulated env, a scripted token model.
+
+Drawn from shared/reference/perf-model.md §5 and §9.4. Start from `SyntheticWorkload`.
+"""
+
+from rollout.workload.book import ScriptBook
+from rollout.workload.config import LengthSpec, ToolSpec, WorkloadConfig
+from rollout.workload.corpus import TokenCorpus
+from rollout.workload.script import SUBMIT_TOOL, SampleScript, TurnScript, draw_group, session_id_of
+from rollout.workload.sim_env import SimEnv, StepResult
+from rollout.workload.token_model import ScriptedTokenModel
+from rollout.workload.workload import SyntheticWorkload
+
+__all__ = [
+    "SUBMIT_TOOL",
+    "LengthSpec",
+    "SampleScript",
+    "ScriptBook",
+    "ScriptedTokenModel",
+    "SimEnv",
+    "StepResult",
+    "SyntheticWorkload",
+    "TokenCorpus",
+    "ToolSpec",
+    "TurnScript",
+    "WorkloadConfig",
+    "draw_group",
+    "session_id_of",
+]

@@ -1,0 +1,65 @@
+"""The step-time cost model and the KV pool it implies (perf-model.md §3.1, §2, §9)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.config import load_config
+from rollout.engines.sim import (
+    CostModelConfig,
+    ServedModelConfig,
+    decode_step_time_s,
+    prefill_attention_units,
+    step_time_s,
+)
+
+CONFIGS = Path(__file__).resolve().parents[3] / "configs" / "model"
+COST = CostModelConfig(
+    t_fix_s=0.001, t_weights_s=0.004, b_c_s=0.0001, b_tok_s=0.00001, c_dec_s=1e-8, c_pf_s=1e-9
+)
+
+
+def test_an_empty_step_takes_no_time() -> None:
+    assert step_time_s(COST, decode_requests=0, decode_context_tokens=0) == 0.0
+
+
+def test_small_batches_pay_the_weight_read_floor() -> None:
+    assert decode_step_time_s(COST, 1, 0) == pytest.approx(0.001 + 0.004 + 0.00001)
+
+
+def test_large_batches_are_compute_bound() -> None:
+    assert step_time_s(COST, decode_requests=0, decode_context_tokens=0, prefill_tokens=100) == (
+        pytest.approx(0.001 + 100 * 0.0001 + 100 * 0.00001)
+    )
+
+
+def test_decode_pays_for_every_kv_token_read() -> None:
+    extra = decode_step_time_s(COST, 4, 1_000_000) - decode_step_time_s(COST, 4, 0)
+    assert extra == pytest.approx(1_000_000 * 1e-8)
+
+
+def test_prefill_attention_is_causal_over_the_prefix_and_the_chunk() -> None:
+    assert prefill_attention_units(new_tokens=100, prefix_tokens=1000) == 100 * (1000 + 50)
+
+
+@pytest.mark.parametrize(
+    ("file", "pool_tokens"), [("qwen3_8b_h200.yaml", 774_720), ("qwen3_32b_h200.yaml", 248_576)]
+)
+def test_the_shipped_models_leave_the_kv_pools_of_perf_model_section_9(
+    file: str, pool_tokens: int
+) -> None:
+    model = load_config(ServedModelConfig, CONFIGS / file)
+    assert model.kv_capacity_tokens(page_tokens=64) == pool_tokens
+
+
+def test_the_8b_model_reproduces_the_section_9_2_sanity_step_at_4k_context_batch_32() -> None:
+    model = load_config(ServedModelConfig, CONFIGS / "qwen3_8b_h200.yaml")
+    assert decode_step_time_s(model.cost, 32, 32 * 4096) == pytest.approx(0.0106, abs=0.0002)
+
+
+def test_a_model_too_big_for_its_gpu_is_rejected_with_the_arithmetic() -> None:
+    model = load_config(ServedModelConfig, CONFIGS / "qwen3_32b_h200.yaml", ["weight_gib=200"])
+    with pytest.raises(ValueError, match="no KV pool"):
+        model.kv_capacity_tokens(page_tokens=64)
