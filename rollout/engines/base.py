@@ -96,7 +96,8 @@ class GenerateResult:
         if len(self.output_ids) != len(self.output_logprobs):
             raise EngineError(
                 f"request {self.rid}: {len(self.output_ids)} output ids but "
-                f"{len(self.output_logprobs)} logprobs; the engine must return one logprob per token"
+                f"{len(self.output_logprobs)} logprobs; an engine must return one logprob per "
+                "output token"
             )
 
 
