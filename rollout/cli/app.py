@@ -7,6 +7,7 @@ import logging
 import typer
 
 from rollout.cli import bench, envs, images
+from rollout.cli.report import report
 from rollout.cli.run import run
 
 __all__ = ["app", "main"]
@@ -22,6 +23,7 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 app.command("run")(run)
+app.command("report")(report)
 app.add_typer(images.app, name="images")
 app.add_typer(envs.app, name="envs")
 app.add_typer(bench.app, name="bench")
