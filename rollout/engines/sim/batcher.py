@@ -10,6 +10,7 @@ prefill), memory pressure SGLang's `retract_decode`, priority preemption its
 from __future__ import annotations
 
 import heapq
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -25,6 +26,8 @@ from rollout.engines.sim.token_model import TokenModel
 __all__ = ["Batcher", "Blocked", "Chunk", "SimEngineCounters"]
 
 _BYTES_PER_GB = 1e9
+# A priority above any request's: `available_tokens` of it is all the KV the backend could free.
+_MOST_URGENT = sys.maxsize
 
 
 @dataclass(slots=True)
@@ -246,7 +249,9 @@ class Batcher:
         available = self._kv.available_tokens(priority)
         fits = need < available - reserve
         if not fits and not self.running_count:
-            fits = match.host_tokens + prefill <= available  # nothing runs that could free KV
+            # Nothing runs that could free KV: admit if its load and prefill fit, counting the
+            # slot of the token the last chunk samples (else it would be admitted and stuck).
+            fits = match.host_tokens + prefill + 1 <= available
         if not fits:
             self._kv.release(head.rid, head.fill_ids, 0)
             deficit = int(need + reserve - available) + 1
@@ -338,6 +343,13 @@ class Batcher:
         config = self._config
         if len(self.decoding) == 1:
             sim = self.decoding[0]
+            if self._kv.available_tokens(_MOST_URGENT) > self._kv.available_tokens(
+                sim.request.priority
+            ):
+                # The backend keeps room from it for more urgent sessions (a priority policy):
+                # wait for that room to be given up instead of failing.
+                self.retract(sim)
+                return
             self.fail(
                 sim,
                 EngineError(

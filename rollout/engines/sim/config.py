@@ -12,10 +12,12 @@ from typing import Self
 from pydantic import Field, model_validator
 
 from harness.config import FrozenConfig
+from kvcache.config import KVCacheConfig
 
 __all__ = [
     "HostTierConfig",
     "HostWritePolicy",
+    "KVBackendKind",
     "LinkConfig",
     "RetractionPolicy",
     "SchedulePolicy",
@@ -35,6 +37,23 @@ class RetractionPolicy(StrEnum):
 
     LENGTH = "length"  # fewest output tokens first, ties: longest input first (SGLang default)
     PRIORITY = "priority"  # lowest priority first, then as LENGTH
+
+
+class KVBackendKind(StrEnum):
+    """Which KV backend the engine drives (`rollout.engines.sim.factory.build_kv_backend`)."""
+
+    LRU = "lru"  # `LRURadixKV`: passive LRU radix cache with HiCache-style host tier (baseline)
+    PRIORITY = "priority"  # `PolicyKV` over the `kvcache` manager (priority refs, proactive KV)
+
+
+# kvcache sizes the factory derives from the model, `page_tokens`, `host` and `link`; they must
+# keep their defaults in `SimEngineConfig.kvcache` (a round trip through model_dump still loads).
+_DERIVED_KVCACHE_FIELDS = (
+    "page_size",
+    "device_capacity_tokens",
+    "host_capacity_tokens",
+    "transfer",
+)
 
 
 class HostWritePolicy(StrEnum):
@@ -174,6 +193,18 @@ class SimEngineConfig(FrozenConfig):
     )
     host: HostTierConfig = Field(default_factory=HostTierConfig)
     link: LinkConfig = Field(default_factory=LinkConfig)
+    kv_backend: KVBackendKind = Field(
+        default=KVBackendKind.LRU,
+        description="KV backend: 'lru' (plain LRU radix cache, the baseline) or 'priority' "
+        "(the kvcache manager: session refs by priority, tool-wait offload, prefetch). "
+        "'priority' needs schedule_policy: priority.",
+    )
+    kvcache: KVCacheConfig = Field(
+        default_factory=KVCacheConfig,
+        description="Policy knobs of the kvcache manager (used when kv_backend is 'priority'; "
+        "see configs/kvcache/default.yaml). Its page size, pool sizes and link model are "
+        "derived from page_tokens, the model, host and link; do not set them here.",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Self:
@@ -186,6 +217,27 @@ class SimEngineConfig(FrozenConfig):
             raise ValueError(
                 "priority_preemption needs schedule_policy: priority (as in SGLang, preemption is "
                 "part of priority scheduling)"
+            )
+        defaults = KVCacheConfig()
+        derived = [
+            name
+            for name in _DERIVED_KVCACHE_FIELDS
+            if getattr(self.kvcache, name) != getattr(defaults, name)
+        ]
+        if derived:
+            raise ValueError(
+                f"kvcache.{', kvcache.'.join(derived)} cannot be set here: the engine derives "
+                "the page size, pool sizes and link model from page_tokens, the model's KV pool, "
+                "host.ratio and link; set those instead"
+            )
+        if (
+            self.kv_backend is KVBackendKind.PRIORITY
+            and self.schedule_policy is not SchedulePolicy.PRIORITY
+        ):
+            raise ValueError(
+                "kv_backend: priority needs schedule_policy: priority (the policy refuses low-"
+                "priority requests the KV that high-priority sessions hold; in FCFS order such a "
+                "refused request would block the high-priority requests queued behind it)"
             )
         if self.max_prefill_tokens < self.page_tokens:
             raise ValueError(

@@ -98,6 +98,7 @@ class SimEngine:
         max_new = self._validate(request)
         for hint in request.kv_hints:
             self._kv.hint(hint)
+        self._batch.drain_transfers(self._sync_now())  # copies the hints started begin now
         plan = self._tokens.plan(request)
         future: asyncio.Future[GenerateResult] = asyncio.get_running_loop().create_future()
         sim = SimRequest(request, plan, next(self._seq), future, max_new)
@@ -145,15 +146,14 @@ class SimEngine:
         kv = self._kv.stats()
         batch = self._batch
         extra = {name: float(value) for name, value in asdict(batch.counters).items()}
+        for name, value in asdict(kv).items():  # kv_<counter>, for every counter it tracks
+            if value is not None and name not in ("capacity_tokens", "used_tokens"):
+                extra[f"kv_{name}"] = float(value)
         extra.update(
-            kv_evictable_tokens=float(kv.evictable_tokens),
-            kv_host_used_tokens=float(kv.host_used_tokens),
-            kv_host_capacity_tokens=float(kv.host_capacity_tokens),
-            kv_dropped_tokens=float(kv.dropped_tokens),
-            kv_offloaded_tokens=float(kv.offloaded_tokens),
-            kv_loaded_tokens=float(kv.loaded_tokens),
             h2d_busy_s=batch.h2d.busy_s,
             d2h_busy_s=batch.d2h.busy_s,
+            h2d_bytes=float(batch.h2d.moved_bytes),
+            d2h_bytes=float(batch.d2h.moved_bytes),
             new_token_ratio=batch.ratio,
         )
         return EngineStats(
@@ -306,6 +306,7 @@ class SimEngine:
             ),
         )
         self._kv.before_forward(prefill_tokens + len(decoding))
+        batch.drain_transfers(now)  # proactive copies start with the forward, not after it
         end = now + duration
         await self._sleep_until(end, wakeable=False)
         self._now_s = max(self._now_s, end)
@@ -344,6 +345,7 @@ class SimEngine:
         )
         ends = block.step_ends_s
         self._kv.before_forward(len(batch.decoding) * len(ends))
+        batch.drain_transfers(now)  # proactive copies start with the block, not after it
         batch.recheck = watch is None
         done = len(ends)
         if await self._sleep_until(ends[-1], wakeable=True):

@@ -144,7 +144,10 @@ class Transfer:
 
 @dataclass(frozen=True, slots=True)
 class KVStats:
-    """Occupancy (tokens) and cumulative counters (tokens) of a backend."""
+    """Occupancy (tokens) and cumulative counters (tokens) of a backend.
+
+    The counters after `loaded_tokens` are None when the backend does not track them.
+    """
 
     capacity_tokens: int
     used_tokens: int
@@ -155,6 +158,14 @@ class KVStats:
     demoted_tokens: int = 0  # evicted from the device, kept on host
     offloaded_tokens: int = 0  # copied device → host
     loaded_tokens: int = 0  # copied host → device
+    device_hit_tokens: int | None = None  # admitted prefixes found on the device
+    host_hit_tokens: int | None = None  # admitted prefixes found on host only
+    miss_tokens: int | None = None  # admitted prompt tokens not cached
+    recomputed_tokens: int | None = None  # misses a session had cached before (lost KV)
+    offloads: int | None = None  # device → host copies (proactive or by eviction)
+    prefetches: int | None = None  # host → device copies started ahead of a session's return
+    prefetches_in_time: int | None = None  # of which landed before the session's tool returned
+    prefetches_late: int | None = None  # of which landed after it returned
 
 
 @runtime_checkable
