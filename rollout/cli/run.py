@@ -1,107 +1,133 @@
-"""`conductor run`: the main job. Until the rollout layer is wired in, it drives the example env
-through the env pool with a scripted agent and writes the step events to a run directory."""
+"""`conductor run [CONFIG] [key=value ...]`: the embedded default, end to end on one machine.
+
+Scripted SWE agents play the model inside the simulated engine, which paces itself in wall-clock
+time; the shipped SWE tasks run in real sandboxes (Docker when a daemon answers, else the local
+sandbox) through the env pool; the conductor schedules; the simulated trainer consumes a few
+batches and publishes weights. Leaves `runs/<timestamp>/` with trajectories, step events,
+steps, engine time series, metrics and the report.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from pathlib import Path
 
 import typer
-from rich.progress import Progress
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from envs.example.env import FileCheckEnv
 from harness.config import load_config
 from harness.errors import HarnessError
-from harness.events import EventBus, EventRecorder, Phase
-from harness.images import ensure_base_image
-from harness.pool import EnvLease, EnvPool, PoolConfig
-from harness.standalone import make_backend
+from rollout.batch import Batch
 from rollout.cli.console import console, fail
+from rollout.errors import RolloutError
+from rollout.policies import UnknownPolicyError
+from rollout.run_config import RunConfig
+from rollout.swe_run import SWERunResult, run_swe_rollout
 
 __all__ = ["run"]
 
-DEFAULT_POOL_CONFIG = Path(__file__).parents[2] / "configs/pool/default.yaml"
+DEFAULT_RUN_CONFIG = Path(__file__).parents[2] / "configs/run/default.yaml"
 
 
 def run(
-    config: Path = typer.Argument(DEFAULT_POOL_CONFIG, help="pool config (YAML)"),
-    overrides: list[str] = typer.Argument(None, help="key=value overrides, e.g. act_slots=4"),
-    episodes: int = typer.Option(16, help="scripted episodes to run"),
-    out: Path = typer.Option(Path("runs"), help="parent folder of the run directory"),
+    config: Path = typer.Argument(DEFAULT_RUN_CONFIG, help="run config (YAML)"),
+    overrides: list[str] = typer.Argument(
+        None, help="key=value overrides, e.g. steps=2 group_size=2 policy=sync"
+    ),
+    out: Path | None = typer.Option(None, help="parent of the run directory (default: out_dir)"),
+    report: bool = typer.Option(True, help="write metrics.json and report.md in the run dir"),
 ) -> None:
-    """Run scripted episodes of the example env through the warm env pool."""
+    """Scripted SWE agents on the simulated engine, real sandboxes, a few training steps."""
     try:
-        pool_config = load_config(PoolConfig, config, overrides or [])
-        backend = make_backend(
-            pool_config.backend, limits=pool_config.container, exec_limits=pool_config.exec
-        )
-        image = ""
-        if backend.name == "docker":
-            image = ensure_base_image(backend.client, progress=console.print)  # type: ignore[attr-defined]
-        else:
-            console.print("[yellow]no Docker engine: using the local sandbox (NOT isolated)[/]")
-        recorder = EventRecorder()
-        rewards = asyncio.run(_run_episodes(backend, pool_config, image, episodes, recorder))
+        settings = load_config(RunConfig, config, overrides or [])
     except HarnessError as exc:
         fail(str(exc))
-    run_dir = out / time.strftime("run-%Y%m%d-%H%M%S")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with (run_dir / "events.jsonl").open("w") as handle:
-        for event in recorder.events:
-            handle.write(json.dumps(event.to_dict()) + "\n")
-    _print_summary(recorder, rewards, backend.name)
-    console.print(f"events written to [bold]{run_dir / 'events.jsonl'}[/]")
+    run_dir = (out or Path(settings.out_dir)) / time.strftime("%Y%m%d-%H%M%S")
 
+    def announce(backend: str) -> None:
+        if backend != "docker":
+            console.print("[yellow]no Docker engine: using the local sandbox (NOT isolated)[/]")
 
-async def _run_episodes(
-    backend: object, config: PoolConfig, image: str, episodes: int, recorder: EventRecorder
-) -> list[float]:
-    bus = EventBus()
-    bus.subscribe(recorder)
-    async with EnvPool(backend, config, bus=bus) as pool:  # type: ignore[arg-type]
-        pool.prewarm([image])
-        with Progress(console=console, transient=True) as progress:
-            bar = progress.add_task("episodes", total=episodes)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, TimeElapsedColumn(), console=console) as progress:
+        bar = progress.add_task("training steps", total=settings.steps)
 
-            async def episode(index: int) -> float:
-                lease = await pool.acquire(
-                    FileCheckEnv, image, sample_id=f"s{index}", group_id=f"g{index // 4}"
+        def advance(batch: Batch) -> None:
+            waited = f"training steps (waited {batch.wait_s:.0f} s)"
+            progress.update(bar, advance=1, description=waited)
+
+        try:
+            result = asyncio.run(
+                run_swe_rollout(
+                    settings,
+                    config.resolve().parent,
+                    run_dir,
+                    on_batch=advance,
+                    on_backend=announce,
                 )
-                try:
-                    return await _scripted_episode(lease, seed=index)
-                finally:
-                    await lease.release()
-                    progress.advance(bar)
-
-            return list(await asyncio.gather(*(episode(i) for i in range(episodes))))
-
-
-async def _scripted_episode(lease: EnvLease, seed: int) -> float:
-    _, info = await lease.areset(seed=seed)
-    answer = info["word"][::-1] if seed % 4 else "wrong"  # one in four is wrong on purpose
-    reward = 0.0
-    for action in ("ls -la", f"printf {answer} > answer.txt", "cat answer.txt", "submit"):
-        _, reward, terminated, truncated, _ = await lease.astep(action)
-        if terminated or truncated:
-            break
-    return reward
-
-
-def _print_summary(recorder: EventRecorder, rewards: list[float], backend: str) -> None:
-    table = Table(title=f"example env through the env pool ({backend} backend)")
-    for column in ("phase", "events", "mean (ms)", "max (ms)"):
-        table.add_column(column)
-    for phase in (Phase.ENV_INIT, Phase.PRE_ACT, Phase.ACT):
-        durations = [event.duration_s * 1000 for event in recorder.of_phase(phase)]
-        if durations:
-            table.add_row(
-                str(phase),
-                str(len(durations)),
-                f"{sum(durations) / len(durations):.1f}",
-                f"{max(durations):.1f}",
             )
-    console.print(table)
-    console.print(f"mean reward {sum(rewards) / len(rewards):.2f} over {len(rewards)} episodes")
+        except (HarnessError, RolloutError, UnknownPolicyError) as exc:
+            fail(str(exc))
+    if report:
+        _write_report(run_dir)
+    console.print(_steps_table(result, settings))
+    _print_totals(result)
+
+
+def _steps_table(result: SWERunResult, settings: RunConfig) -> Table:
+    table = Table(
+        title=(
+            f"conductor run: policy {settings.policy}, B={settings.groups_per_step}, "
+            f"K={settings.group_size}, {result.backend} sandboxes, simulated engine (wall clock)"
+        )
+    )
+    for column in ("step", "T_next", "trainer wait", "staleness", "mean reward", "rewards"):
+        table.add_column(column, justify="right" if column != "rewards" else "left")
+    for batch, t_next in zip(result.batches, result.summary.t_next_s, strict=True):
+        mean = batch.rewards_mean()
+        rewards = " | ".join(
+            " ".join(_reward_text(t.reward, t.infra_error) for t in group) for group in batch.groups
+        )
+        table.add_row(
+            str(batch.step),
+            f"{t_next:.1f} s",
+            f"{batch.wait_s:.1f} s",
+            ",".join(str(value) for value in batch.staleness()),
+            "—" if mean is None else f"{mean:.2f}",
+            rewards,
+        )
+    return table
+
+
+def _reward_text(reward: float | None, infra_error: str | None) -> str:
+    if infra_error is not None:
+        return "x"
+    return "?" if reward is None else f"{reward:g}"
+
+
+def _print_totals(result: SWERunResult) -> None:
+    summary = result.summary
+    console.print(
+        f"{len(result.batches)} steps in {result.elapsed_s:.1f} s; mean T_next "
+        f"{summary.mean_t_next_s:.1f} s; {summary.samples} samples consumed "
+        f"({summary.infra_failures} with infra errors, shown as x); "
+        f"{summary.preemptions} preemptions, {summary.interruptions} interruptions; "
+        f"engine busy {summary.busy_fraction or 0.0:.0%}"
+    )
+    console.print(f"run directory: [bold]{result.run_dir}[/]")
+
+
+def _write_report(run_dir: Path) -> None:
+    try:
+        from rollout.report import write_report
+    except ImportError:
+        console.print("[yellow]note:[/] rollout.report is not installed; no report written")
+        return
+    try:
+        path = write_report(run_dir)
+    except RolloutError as exc:
+        console.print(f"[yellow]note:[/] no report: {exc}")
+        return
+    console.print(f"report: [bold]{path}[/]")

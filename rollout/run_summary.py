@@ -1,0 +1,93 @@
+"""`RunSummary`: the headline numbers of one run, for side-by-side policy tables.
+
+Definitions follow `rollout.metrics` (which computes the full report from a run directory):
+T_next of step k is the time from step k−1's batch completion (the run start for step 1) to
+step k's; E_rollout = Σ(gen + act) / Σ(pre_gen + gen + pre_act + act) over the consumed
+samples; busy fraction = engine-busy seconds over engine-seconds of the run; KV hit rate =
+prompt tokens served from the prefix cache over prompt tokens sent. Pure: values in, values out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from rollout.batch import Batch
+from rollout.dispatch import DispatchCounts
+from rollout.timeseries import EngineCounters
+
+__all__ = ["RunSummary", "summarize_run"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """One run's headline numbers (seconds, tokens, fractions)."""
+
+    policy: str
+    t_next_s: tuple[float, ...]
+    trainer_wait_s: tuple[float, ...]
+    e_rollout: float | None
+    busy_fraction: float | None
+    kv_hit_rate: float | None
+    recomputed_tokens: int
+    preemptions: int
+    interruptions: int
+    rewards_mean: float | None
+    samples: int
+    infra_failures: int
+
+    @property
+    def mean_t_next_s(self) -> float:
+        return sum(self.t_next_s) / len(self.t_next_s) if self.t_next_s else float("nan")
+
+    @property
+    def mean_trainer_wait_s(self) -> float:
+        waits = self.trainer_wait_s
+        return sum(waits) / len(waits) if waits else float("nan")
+
+    @property
+    def last_batch_s(self) -> float:
+        """When the last batch was complete (since the run start)."""
+        return sum(self.t_next_s)
+
+
+def summarize_run(
+    policy: str,
+    batches: Sequence[Batch],
+    *,
+    origin_s: float,
+    elapsed_s: float,
+    busy_s: float,
+    engines: int,
+    counters: Mapping[str, EngineCounters],
+    dispatch: DispatchCounts,
+) -> RunSummary:
+    """Summarize consumed `batches`; `busy_s` is summed over `engines` during `elapsed_s`."""
+    t_next = []
+    previous_s = origin_s
+    for batch in batches:
+        t_next.append(batch.complete_s - previous_s)
+        previous_s = batch.complete_s
+    trajectories = [t for batch in batches for t in batch.trajectories]
+    useful = waiting = 0.0
+    for trajectory in trajectories:
+        phases = trajectory.phase_totals_s()
+        useful += phases["gen"] + phases["act"]
+        waiting += phases["pre_gen"] + phases["pre_act"]
+    rewards = [t.reward for t in trajectories if t.is_trainable and t.reward is not None]
+    prompt = sum(c.prompt_tokens for c in counters.values())
+    cached = sum(c.cached_tokens for c in counters.values())
+    return RunSummary(
+        policy=policy,
+        t_next_s=tuple(t_next),
+        trainer_wait_s=tuple(batch.wait_s for batch in batches),
+        e_rollout=useful / (useful + waiting) if useful + waiting > 0 else None,
+        busy_fraction=busy_s / (elapsed_s * engines) if elapsed_s > 0 and engines else None,
+        kv_hit_rate=cached / prompt if prompt else None,
+        recomputed_tokens=sum(c.recomputed_tokens for c in counters.values()),
+        preemptions=dispatch.preemptions,
+        interruptions=dispatch.interruptions,
+        rewards_mean=sum(rewards) / len(rewards) if rewards else None,
+        samples=len(trajectories),
+        infra_failures=sum(1 for t in trajectories if t.infra_error is not None),
+    )
