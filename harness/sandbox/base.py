@@ -11,7 +11,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-__all__ = ["ExecResult", "OutputCap", "OutputWindow", "Sandbox", "cap_output", "is_timeout_exit"]
+__all__ = [
+    "ExecResult",
+    "OutputCap",
+    "OutputWindow",
+    "Sandbox",
+    "cap_output",
+    "command_argv",
+    "is_timeout_exit",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +132,29 @@ class OutputWindow:
     def render(self) -> tuple[str, bool]:
         """The captured text with an elision note if bytes were dropped; (text, truncated)."""
         return cap_output(bytes(self._head + self._tail), self._cap, total_bytes=self.total_bytes)
+
+
+# `timeout` makes itself a process-group leader; when it returns, everything the command left in
+# that group (a background job, a fork bomb) is killed, so the next command finds a clean sandbox
+# and no leftover process holds the output pipe open. `kill` is a bash builtin: it works even when
+# the pids limit forbids forking.
+_REAP_GROUP_SCRIPT = (
+    'timeout -k "$1" "$2" bash -c "$3" & pid=$!; wait "$pid"; rc=$?; '
+    'kill -9 -- "-$pid" 2>/dev/null; kill -9 -- "-$pid" 2>/dev/null; exit "$rc"'
+)
+
+
+def command_argv(cmd: str, *, timeout_s: float, kill_grace_s: float) -> list[str]:
+    """The argv both backends run: `cmd` under `timeout -k`, its process group reaped after."""
+    return [
+        "bash",
+        "-c",
+        _REAP_GROUP_SCRIPT,
+        "conductor-exec",
+        f"{kill_grace_s:g}",
+        f"{timeout_s:g}",
+        cmd,
+    ]
 
 
 # coreutils `timeout` exits 124 after SIGTERM worked and 137 (128+KILL) after `-k` had to kill.

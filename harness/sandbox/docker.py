@@ -24,7 +24,13 @@ import docker.errors
 from docker.models.containers import Container
 
 from harness.errors import ImageNotFoundError, SandboxDeadError, SandboxError
-from harness.sandbox.base import ExecResult, OutputCap, OutputWindow, is_timeout_exit
+from harness.sandbox.base import (
+    ExecResult,
+    OutputCap,
+    OutputWindow,
+    command_argv,
+    is_timeout_exit,
+)
 from harness.sandbox.labels import owner_labels
 from harness.sandbox.limits import ContainerLimits, ExecLimits
 
@@ -32,15 +38,6 @@ __all__ = ["DockerSandbox", "docker_client"]
 
 # Environment every command sees: no pagers or colour codes in observations.
 _COMMAND_ENV = {"PAGER": "cat", "GIT_PAGER": "cat", "TERM": "dumb", "TQDM_DISABLE": "1"}
-
-
-# `timeout` makes itself a process-group leader; when it returns, everything the command left in
-# that group (a background job, a fork bomb) is killed, so the next command finds a clean
-# container. `kill` is a bash builtin: it works even when the pids limit forbids forking.
-_REAP_GROUP_SCRIPT = (
-    'timeout -k "$1" "$2" bash -c "$3" & pid=$!; wait "$pid"; rc=$?; '
-    'kill -9 -- "-$pid" 2>/dev/null; kill -9 -- "-$pid" 2>/dev/null; exit "$rc"'
-)
 
 
 def docker_client(timeout_s: float = 120.0) -> docker.DockerClient:
@@ -115,15 +112,7 @@ class DockerSandbox:
     ) -> ExecResult:
         self._check_usable()
         limits = self._exec_limits
-        argv = [
-            "bash",
-            "-c",
-            _REAP_GROUP_SCRIPT,
-            "conductor-exec",
-            f"{limits.kill_grace_s:g}",
-            f"{timeout_s:g}",
-            cmd,
-        ]
+        argv = command_argv(cmd, timeout_s=timeout_s, kill_grace_s=limits.kill_grace_s)
         window = OutputWindow(OutputCap(limits.output_head_bytes, limits.output_tail_bytes))
         started = time.monotonic()
         host_deadline_s = timeout_s + limits.kill_grace_s + limits.host_grace_s

@@ -20,7 +20,13 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
 from harness.errors import SandboxDeadError, SandboxError
-from harness.sandbox.base import ExecResult, OutputCap, OutputWindow, is_timeout_exit
+from harness.sandbox.base import (
+    ExecResult,
+    OutputCap,
+    OutputWindow,
+    command_argv,
+    is_timeout_exit,
+)
 from harness.sandbox.limits import ExecLimits
 
 __all__ = ["LocalSandbox"]
@@ -84,15 +90,7 @@ class LocalSandbox:
         self._check_open()
         cwd = self.host_path(workdir or self._workdir)
         full_env = {**os.environ, **self._base_env, **(env or {})}
-        argv = [
-            "timeout",
-            "-k",
-            f"{self._limits.kill_grace_s:g}",
-            f"{timeout_s:g}",
-            "bash",
-            "-c",
-            cmd,
-        ]
+        argv = command_argv(cmd, timeout_s=timeout_s, kill_grace_s=self._limits.kill_grace_s)
         started = time.monotonic()
         process = await asyncio.create_subprocess_exec(
             *argv,
@@ -116,12 +114,11 @@ class LocalSandbox:
                 await process.wait()
         except TimeoutError:
             host_killed = True
+        finally:
+            # Normally the command's wrapper has reaped its process group already; after a host
+            # deadline or a cancellation, kill the whole session here.
             _kill_group(process.pid)
             await process.wait()
-        finally:
-            # Kill what the command left behind in its process group (background jobs, a fork
-            # bomb); this also covers cancellation.
-            _kill_group(process.pid)
         exit_code = process.returncode if process.returncode is not None else -9
         duration_s = time.monotonic() - started
         text, truncated = window.render()
