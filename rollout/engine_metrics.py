@@ -74,6 +74,12 @@ class KVCacheStats:
     host_hit_tokens: float
     miss_tokens: float
     recomputed_tokens: float
+    # KV traffic between the tiers (0 when the engine does not report it).
+    h2d_bytes: float = 0.0
+    d2h_bytes: float = 0.0
+    offloads: float = 0.0
+    prefetches: float = 0.0
+    prefetches_in_time: float = 0.0
 
     @property
     def lookup_tokens(self) -> float:
@@ -97,12 +103,18 @@ class KVCacheStats:
         return _ratio(self.device_hit_tokens + self.host_hit_tokens, self.lookup_tokens)
 
 
+# Optional cumulative counters a sample may carry in `extra` (see rollout/timeseries.py).
+_TRAFFIC_KEYS = ("h2d_bytes", "d2h_bytes", "offloads", "prefetches", "prefetches_in_time")
+
+
 def _counters(sample: TimeseriesSample) -> KVCacheStats:
+    traffic = {key: float(sample.extra.get(f"kv_{key}", 0.0)) for key in _TRAFFIC_KEYS}
     return KVCacheStats(
         device_hit_tokens=sample.kv_device_hits,
         host_hit_tokens=sample.kv_host_hits,
         miss_tokens=sample.kv_misses,
         recomputed_tokens=sample.recomputed_tokens,
+        **traffic,
     )
 
 
@@ -121,6 +133,7 @@ def kv_cache_stats(timeseries: Iterable[TimeseriesSample]) -> KVCacheStats | Non
         host_hit_tokens=sum(t.host_hit_tokens for t in totals),
         miss_tokens=sum(t.miss_tokens for t in totals),
         recomputed_tokens=sum(t.recomputed_tokens for t in totals),
+        **{key: sum(getattr(t, key) for t in totals) for key in _TRAFFIC_KEYS},
     )
 
 

@@ -160,6 +160,8 @@ def format_value(value: float | None, unit: str) -> str:
         return f"{value:,.0f}"
     if unit == "s":
         return f"{value:,.2f} s"
+    if unit == "bytes":
+        return f"{value / 1e9:,.2f} GB"
     return f"{value:.3g} {unit}".rstrip()
 
 
@@ -268,6 +270,16 @@ class RunMetrics:
             SummaryRow("kv_miss_rate", "KV miss rate", _get(kv, "miss_rate"), "fraction"),
             SummaryRow(
                 "recomputed_tokens", "recomputed tokens", _get(kv, "recomputed_tokens"), "tokens"
+            ),
+            SummaryRow("kv_h2d_bytes", "KV moved host→device", _get(kv, "h2d_bytes"), "bytes"),
+            SummaryRow("kv_d2h_bytes", "KV moved device→host", _get(kv, "d2h_bytes"), "bytes"),
+            SummaryRow("kv_offloads", "KV offloads", _get(kv, "offloads"), "count"),
+            SummaryRow("kv_prefetches", "KV prefetches", _get(kv, "prefetches"), "count"),
+            SummaryRow(
+                "kv_prefetches_in_time",
+                "KV prefetches in time",
+                _get(kv, "prefetches_in_time"),
+                "count",
             ),
         ]
         for phase in (Phase.PRE_GEN, Phase.PRE_ACT):

@@ -81,6 +81,12 @@ def timeseries_record(
         "kv_misses": counters.prompt_tokens - counters.cached_tokens,
         "recomputed_tokens": counters.recomputed_tokens,
         "busy_s": float(extra.get("busy_s", 0.0)),
+        # KV traffic between tiers, cumulative (read by rollout.engine_metrics).
+        "kv_h2d_bytes": float(extra.get("h2d_bytes", 0.0)),
+        "kv_d2h_bytes": float(extra.get("d2h_bytes", 0.0)),
+        "kv_offloads": float(extra.get("kv_offloads", 0.0)),
+        "kv_prefetches": float(extra.get("kv_prefetches", 0.0)),
+        "kv_prefetches_in_time": float(extra.get("kv_prefetches_in_time", 0.0)),
     }
 
 

@@ -378,3 +378,37 @@ def test_sample_timelines_keep_the_first_samples_by_start_time() -> None:
         (Phase.PRE_GEN, 0.0),
         (Phase.GEN, 0.5),
     ]
+
+
+def test_kv_traffic_between_tiers_sums_the_last_counters_of_every_engine() -> None:
+    samples = [
+        engine_sample(1.0, "a", kv_offloads=1, kv_d2h_bytes=10.0),
+        engine_sample(
+            2.0,
+            "a",
+            kv_offloads=4,
+            kv_prefetches=3,
+            kv_prefetches_in_time=2,
+            kv_d2h_bytes=400.0,
+            kv_h2d_bytes=300.0,
+        ),
+        engine_sample(2.0, "b", kv_offloads=1, kv_h2d_bytes=50.0),
+    ]
+
+    kv = kv_cache_stats(samples)
+
+    assert kv is not None
+    assert (kv.offloads, kv.prefetches, kv.prefetches_in_time) == (5, 3, 2)
+    assert (kv.d2h_bytes, kv.h2d_bytes) == (400.0, 350.0)
+
+
+def test_kv_traffic_appears_in_the_summary_rows() -> None:
+    samples = [engine_sample(1.0, kv_offloads=7, kv_h2d_bytes=2e9)]
+
+    rows = {
+        row.key: row
+        for row in compute_run_metrics([step(1, 2.0)], timeseries=samples).summary_rows()
+    }
+
+    assert rows["kv_offloads"].value == 7
+    assert format_value(rows["kv_h2d_bytes"].value, rows["kv_h2d_bytes"].unit) == "2.00 GB"
