@@ -229,6 +229,11 @@ class SimulateConfig(FrozenConfig):
     agent_loop: AgentLoopConfig = Field(default_factory=AgentLoopConfig)
     conductor: ConductorConfig = Field(default_factory=ConductorConfig)
     trainer: TrainerSimConfig = Field(default_factory=TrainerSimConfig)
+    write_trajectories: bool = Field(
+        default=True,
+        description="Write trajectories.jsonl (full token arrays: JSON costs about as much CPU as "
+        "the simulation itself on large runs; metrics and the report do not need it).",
+    )
     out_dir: str = Field(
         default="runs/simulate",
         min_length=1,

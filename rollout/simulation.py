@@ -111,9 +111,8 @@ async def simulate_policy(
         described = {**simulation.describe(), "policy": policy.model_dump(mode="json")}
         recorder = RunRecorder(run_dir, described, origin_s=clock.now())
         recorder.attach(bus)
-    sink = TrajectorySink(
-        config.group_size, recorder.trajectory_writers() if recorder is not None else ()
-    )
+    writers = recorder.trajectory_writers() if recorder and config.write_trajectories else ()
+    sink = TrajectorySink(config.group_size, writers)
 
     def record(batch: Batch) -> None:
         if recorder is not None:

@@ -26,6 +26,8 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
+import numpy as np
+
 from rollout.errors import IllegalTransitionError, TrajectoryError
 
 __all__ = [
@@ -268,10 +270,10 @@ class Trajectory:
                 group_id=str(record["group_id"]),
                 prompt_index=int(record["prompt_index"]),
                 sample_index=int(record["sample_index"]),
-                token_ids=tuple(int(x) for x in record["token_ids"]),
-                loss_mask=tuple(int(x) for x in record["loss_mask"]),
-                logprobs=tuple(float(x) for x in record["logprobs"]),
-                versions=tuple(int(x) for x in record["versions"]),
+                token_ids=tuple(map(int, record["token_ids"])),
+                loss_mask=tuple(map(int, record["loss_mask"])),
+                logprobs=tuple(map(float, record["logprobs"])),
+                versions=tuple(map(int, record["versions"])),
                 prompt_tokens=int(record["prompt_tokens"]),
                 turns=tuple(Turn.from_dict(turn) for turn in record.get("turns", ())),
                 reward=None if record.get("reward") is None else float(record["reward"]),
@@ -312,23 +314,34 @@ def _check_trajectory(trajectory: Trajectory) -> None:
         raise TrajectoryError(
             f"trajectory {name}: prompt_tokens={trajectory.prompt_tokens} outside 0..{length}"
         )
-    for position, (mask, logprob, version) in enumerate(
-        zip(trajectory.loss_mask, trajectory.logprobs, trajectory.versions, strict=True)
-    ):
-        if mask == 1:
-            if version < 0 or position < trajectory.prompt_tokens:
-                raise TrajectoryError(
-                    f"trajectory {name}: token {position} is marked as generated but has "
-                    f"version {version} (or lies in the prompt); generated tokens need a version"
-                )
-        elif mask == 0:
-            if version != NO_VERSION or logprob != 0.0:
-                raise TrajectoryError(
-                    f"trajectory {name}: token {position} is not generated but carries "
-                    f"version {version} / logprob {logprob}; use {NO_VERSION} and 0.0"
-                )
-        else:
-            raise TrajectoryError(f"trajectory {name}: loss_mask[{position}]={mask} is not 0/1")
+    # Vectorised (trajectories hold tens of thousands of tokens); the message names the first
+    # offending position, found only once a violation is known.
+    mask = np.asarray(trajectory.loss_mask)
+    logprobs = np.asarray(trajectory.logprobs, dtype=np.float64)
+    versions = np.asarray(trajectory.versions)
+    positions = np.arange(length)
+    not_binary = (mask != 0) & (mask != 1)
+    bad_generated = (mask == 1) & ((versions < 0) | (positions < trajectory.prompt_tokens))
+    bad_other = (mask == 0) & ((versions != NO_VERSION) | (logprobs != 0.0))
+    if not_binary.any():
+        position = int(np.argmax(not_binary))
+        raise TrajectoryError(
+            f"trajectory {name}: loss_mask[{position}]={trajectory.loss_mask[position]} is not 0/1"
+        )
+    if bad_generated.any():
+        position = int(np.argmax(bad_generated))
+        raise TrajectoryError(
+            f"trajectory {name}: token {position} is marked as generated but has "
+            f"version {trajectory.versions[position]} (or lies in the prompt); generated tokens "
+            "need a version"
+        )
+    if bad_other.any():
+        position = int(np.argmax(bad_other))
+        raise TrajectoryError(
+            f"trajectory {name}: token {position} is not generated but carries version "
+            f"{trajectory.versions[position]} / logprob {trajectory.logprobs[position]}; use "
+            f"{NO_VERSION} and 0.0"
+        )
     _check_turn_spans(trajectory)
 
 
@@ -342,7 +355,7 @@ def _check_turn_spans(trajectory: Trajectory) -> None:
                 f"trajectory {trajectory.sample_id}: turn {turn.index} span "
                 f"{turn.gen_start}:{turn.gen_end} is out of order or out of range"
             )
-        if any(trajectory.loss_mask[i] != 1 for i in range(turn.gen_start, turn.gen_end)):
+        if 0 in trajectory.loss_mask[turn.gen_start : turn.gen_end]:
             raise TrajectoryError(
                 f"trajectory {trajectory.sample_id}: turn {turn.index} generation span holds "
                 "tokens with loss_mask 0; the span must cover model tokens only"
