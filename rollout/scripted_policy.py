@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from envs.swe.tasks import SWETask
 from rollout.engines.base import EngineError, FinishReason, GenerateRequest
-from rollout.engines.sim.token_model import TurnPlan
+from rollout.engines.sim.token_model import TurnPlan, unfinished_rest
 from rollout.run_config import ScriptedPolicyConfig
 from rollout.tokenizer import Tokenizer
 
@@ -160,13 +160,9 @@ class ScriptedSWEAgent:
         session = self._sessions.get(request.session_id)
         if session is None or session.last_plan is None:
             return
-        plan = session.last_plan
-        if reason is FinishReason.ABORT and produced_tokens < len(plan.output_ids):
-            session.pending = TurnPlan(
-                plan.output_ids[produced_tokens:],
-                plan.output_logprobs[produced_tokens:],
-                plan.ends_with_stop,
-            )
+        rest = unfinished_rest(session.last_plan, produced_tokens, reason)
+        if rest is not None:
+            session.pending = rest
             session.pending_input_tokens = len(request.input_ids) + produced_tokens
         else:
             session.turns_done += 1

@@ -13,7 +13,7 @@ import random
 from dataclasses import dataclass
 
 from rollout.engines.base import FinishReason, GenerateRequest
-from rollout.engines.sim.token_model import TurnPlan
+from rollout.engines.sim.token_model import TurnPlan, unfinished_rest
 from rollout.workload.book import ScriptBook
 from rollout.workload.config import WorkloadConfig
 from rollout.workload.corpus import TokenCorpus
@@ -60,13 +60,9 @@ class ScriptedTokenModel:
         session = self._sessions.get(request.session_id or request.rid)
         if session is None or session.last_plan is None:
             return
-        plan = session.last_plan
-        if reason is FinishReason.ABORT and produced_tokens < len(plan.output_ids):
-            session.pending = TurnPlan(
-                plan.output_ids[produced_tokens:],
-                plan.output_logprobs[produced_tokens:],
-                plan.ends_with_stop,
-            )
+        rest = unfinished_rest(session.last_plan, produced_tokens, reason)
+        if rest is not None:
+            session.pending = rest
             session.pending_input_tokens = len(request.input_ids) + produced_tokens
         else:
             session.turns_done += 1

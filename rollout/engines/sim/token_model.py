@@ -14,7 +14,7 @@ from typing import Protocol, runtime_checkable
 
 from rollout.engines.base import EngineError, FinishReason, GenerateRequest
 
-__all__ = ["TokenModel", "TurnPlan"]
+__all__ = ["TokenModel", "TurnPlan", "unfinished_rest"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +37,21 @@ class TurnPlan:
                 f"a turn plan has {len(self.output_ids)} ids but {len(self.output_logprobs)} "
                 "logprobs; give one logprob per token"
             )
+
+
+def unfinished_rest(plan: TurnPlan, produced_tokens: int, reason: FinishReason) -> TurnPlan | None:
+    """What is left of `plan` after an abort, or None when the turn is over.
+
+    Stateful token models keep this rest and serve it to the resubmission of prompt + partial
+    output, so an aborted and resumed turn comes out identical to one that never was.
+    """
+    if reason is not FinishReason.ABORT or produced_tokens >= len(plan.output_ids):
+        return None
+    return TurnPlan(
+        plan.output_ids[produced_tokens:],
+        plan.output_logprobs[produced_tokens:],
+        plan.ends_with_stop,
+    )
 
 
 @runtime_checkable
