@@ -217,7 +217,11 @@ class AgentLoop:
         self._engine_name = ticket.engine
         result = await self._host.engine(ticket.engine).generate(request)
         self._host.generation_done(
-            ticket.engine, request, result, computed_prefix_tokens=self._computed_prefix
+            ticket.engine,
+            request,
+            result,
+            computed_prefix_tokens=self._computed_prefix,
+            sample_id=self._sample.sample_id,
         )
         # The last sampled token has no KV yet; everything before it has been computed once.
         self._computed_prefix = len(request.input_ids) + len(result.output_ids) - 1

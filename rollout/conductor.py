@@ -39,6 +39,7 @@ from rollout.dispatch import DispatchCounts, Dispatcher, scheduler_view
 from rollout.engines.base import Engine, GenerateRequest, GenerateResult
 from rollout.env_session import SampleRef, SessionFactory
 from rollout.errors import RolloutError
+from rollout.live_gate import LiveKVGate
 from rollout.loop_host import GenerationTicket, SampleProgress
 from rollout.policies import rollout_config_for
 from rollout.predictors import LengthPredictor, build_predictor
@@ -144,6 +145,7 @@ class Conductor:
         self._quota_changed = asyncio.Event()
         self._group_ready = asyncio.Event()
         self._agent_slots: asyncio.Semaphore | None = None
+        self._live_gate: LiveKVGate | None = None
         self._tasks: asyncio.TaskGroup | None = None
         self._children: set[asyncio.Task[None]] = set()
         self.stats = ConductorStats(dispatch=self._dispatcher.counts)
@@ -177,6 +179,11 @@ class Conductor:
         self._timeseries = TimeseriesSampler(self._engines, self._counters, self._origin_s)
         if self.policy.slot_holding == "trajectory":
             self._agent_slots = asyncio.Semaphore(self._config.agent_slots or slots)
+        elif self.policy.live_kv_budget > 0:
+            capacity = sum(engine.stats().kv_capacity_tokens for engine in self._engines.values())
+            budget = self.policy.live_kv_budget * capacity
+            # Until contexts are reported, a newcomer counts as one slot's share of the budget.
+            self._live_gate = LiveKVGate(budget, prior_first_tokens=budget / max(1, slots))
         self._tasks = asyncio.TaskGroup()
         await self._tasks.__aenter__()
         self._spawn(self._admit_groups(), "admission")
@@ -330,8 +337,15 @@ class Conductor:
 
     async def _run_sample(self, group: Group, index: int) -> None:
         slot = self._agent_slots or contextlib.nullcontext()
+        sample_id = make_sample_id(group.group_id, group.attempt, index)
         async with slot:
-            trajectory = await self._attempts(group, index)
+            if self._live_gate is not None:
+                await self._live_gate.enter(sample_id)
+            try:
+                trajectory = await self._attempts(group, index)
+            finally:
+                if self._live_gate is not None:
+                    self._live_gate.leave(sample_id)
         self._complete(trajectory)
 
     async def _attempts(self, group: Group, index: int) -> Trajectory:
@@ -394,6 +408,7 @@ class Conductor:
         result: GenerateResult,
         *,
         computed_prefix_tokens: int,
+        sample_id: str = "",
     ) -> None:
         self._counters[engine].count(
             request,
@@ -401,6 +416,8 @@ class Conductor:
             computed_prefix_tokens=computed_prefix_tokens,
             page_tokens=self._loop_config.recompute_page_tokens,
         )
+        if self._live_gate is not None and sample_id:
+            self._live_gate.update(sample_id, len(request.input_ids) + len(result.output_ids))
         stats = scheduler_view(self._engines[engine].stats())
         self.report(EngineStatsUpdated(engine, stats, self._clock.now()))
 

@@ -75,8 +75,10 @@ class LoopHost(Protocol):
         result: GenerateResult,
         *,
         computed_prefix_tokens: int,
+        sample_id: str = "",
     ) -> None:
-        """A `generate` call returned: refresh engine stats, count cache hits and recompute."""
+        """A `generate` call returned: refresh engine stats, count cache hits and recompute,
+        and track `sample_id`'s context length (the live-KV gate reads it)."""
         ...
 
     def turn_boundary(self, progress: SampleProgress) -> None:

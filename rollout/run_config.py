@@ -102,6 +102,14 @@ class PolicyConfig(FrozenConfig):
         description="action: a sample holds a generation slot only while it generates; "
         "trajectory: it holds an agent slot for its whole trajectory, tool time included.",
     )
+    live_kv_budget: float = Field(
+        default=0.0,
+        ge=0.0,
+        description="Action-level slot holding only: a new sample starts only while the live "
+        "samples' contexts total at most this multiple of the engines' device KV capacity "
+        "(oldest admitted first; rollout/live_gate.py); keeps tool-time overlap from turning "
+        "into KV thrashing; 0 = no bound (x device KV).",
+    )
 
 
 class AgentLoopConfig(FrozenConfig):

@@ -121,6 +121,7 @@ class RecordingHost:
         result: GenerateResult,
         *,
         computed_prefix_tokens: int,
+        sample_id: str = "",
     ) -> None:
         self.requests.append(request)
         self.results.append(result)
