@@ -391,11 +391,14 @@ class EnvPool:
             self._live += 1
             return True
 
-    async def _free_capacity(self) -> None:
+    async def _free_capacity(self, *, refill: bool = True) -> None:
+        """Count one live sandbox less and wake waiters; `refill=False` after a failed warm start,
+        so a broken image does not retry in a tight loop."""
         async with self._capacity:
             self._live -= 1
             self._capacity.notify_all()
-        self._refill_needed.set()
+        if refill:
+            self._refill_needed.set()
 
     def _warm_victim(self, image: str) -> Sandbox | None:
         for other, queue in self._warm.items():
@@ -429,7 +432,7 @@ class EnvPool:
             sandbox = await self._start(image)
         except SandboxError as exc:
             log.warning("could not start a warm sandbox for %s: %s", image, exc)
-            await self._free_capacity_without_refill()
+            await self._free_capacity(refill=False)
             return
         finally:
             self._starting[image] -= 1
@@ -455,11 +458,6 @@ class EnvPool:
 
     async def _notify_capacity(self) -> None:
         async with self._capacity:
-            self._capacity.notify_all()
-
-    async def _free_capacity_without_refill(self) -> None:
-        async with self._capacity:
-            self._live -= 1
             self._capacity.notify_all()
 
     # -- events -------------------------------------------------------------------------------
