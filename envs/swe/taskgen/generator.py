@@ -9,6 +9,7 @@ Everything is derived from the specs and the project files, so regeneration is b
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -23,6 +24,12 @@ from envs.swe.taskgen.runner import SuiteRun, run_suite
 from envs.swe.taskgen.snapshot import snapshot_commit, snapshot_tree
 from envs.swe.taskgen.specs import ProjectSpec, TaskSpec
 from envs.swe.tasks import SWETask
+
+# CPython 3.11 (gh-106905): `ast.parse` running on several threads at once can raise
+# "SystemError: AST constructor recursion depth mismatch". Suites run on worker threads, so
+# the AST work of a task (mutating the source, hiding tests) holds this lock; it is cheap
+# next to the suite runs it would otherwise overlap with.
+_AST_LOCK = threading.Lock()
 
 __all__ = [
     "TaskGenError",
@@ -134,7 +141,8 @@ def generate_task(
     if is_test_file(target.path):
         return rejected(f"the mutation targets the test file {target.path}; target source code")
     try:
-        mutation = apply_mutation(clean_files, target)
+        with _AST_LOCK:
+            mutation = apply_mutation(clean_files, target)
     except MutationError as exc:
         return rejected(f"mutation does not apply: {exc}")
     location = mutation.describe()
@@ -148,7 +156,10 @@ def generate_task(
             "no test fails on the bug (no FAIL_TO_PASS); pick another site or add a test",
             location,
         )
-    task = assemble_task(spec, task_spec, clean_files, mutation, fail_to_pass, pass_to_pass, config)
+    with _AST_LOCK:
+        task = assemble_task(
+            spec, task_spec, clean_files, mutation, fail_to_pass, pass_to_pass, config
+        )
     return TaskOutcome(
         spec.project, task_spec.id, task.instance_id, target.kind, task, None, location
     )
