@@ -27,7 +27,7 @@ from kvcache.eviction_order import (
     host_reclaim_limit,
     should_offload,
 )
-from kvcache.tree import PathStep, RadixTree, TreeNode
+from kvcache.tree import PathStep, RadixTree, TreeNode, diverging_paths
 from kvcache.types import AllocationResult, InsertResult, LockReceipt, Priority
 
 __all__ = ["CacheMatch", "LoadOutcome", "TierRules", "TieredCache"]
@@ -145,7 +145,12 @@ class TieredCache:
     # ----------------------------------------------------------------- lookups
     def match(self, tokens: Tokens) -> CacheMatch:
         """Cached prefix of page-aligned `tokens`; no side effects."""
-        steps = tuple(self.tree.walk(tokens))
+        return self.match_steps(self.tree.walk(tokens))
+
+    @staticmethod
+    def match_steps(walked: list[PathStep]) -> CacheMatch:
+        """The match a walk found (lets one walk serve both a lookup and a lock)."""
+        steps = tuple(walked)
         device = host = 0
         ready = 0.0
         for step in steps:
@@ -165,7 +170,10 @@ class TieredCache:
     # ----------------------------------------------------------------- locks
     def lock(self, tokens: Tokens) -> LockReceipt:
         """Lock the device-resident prefix of `tokens` against eviction."""
-        steps = self.tree.walk(tokens)
+        return self.lock_steps(self.tree.walk(tokens))
+
+    def lock_steps(self, steps: list[PathStep]) -> LockReceipt:
+        """Lock the device-resident part of a walk made since the last change to the tree."""
         last: TreeNode | None = None
         locked = 0
         for step in steps:
@@ -191,6 +199,33 @@ class TieredCache:
             )
         self._dec_lock(node)
 
+    def move_lock(self, receipt: LockReceipt, node: TreeNode) -> LockReceipt:
+        """Trade `receipt` for a lock on root..`node` (device-resident), touching only the
+        nodes where the two paths differ (SGLang's dec/inc_lock_ref pair after a chunk)."""
+        old = self._receipts.pop(receipt.receipt_id, None)
+        if old is None:
+            raise ReceiptError(
+                f"lock receipt {receipt.receipt_id} is unknown: it was already released or was "
+                "issued by another cache; release each receipt exactly once"
+            )
+        old_only, new_only = diverging_paths(old, node)
+        for current in new_only:
+            if not current.on_device:
+                raise InvariantError(f"{current!r} is not on device and cannot be locked")
+            self._uncount(current)
+            current.lock_ref += 1
+            self._count(current)
+        for current in old_only:
+            self._unlock_node(current)
+        receipt_id = next(self._receipt_ids)
+        self._receipts[receipt_id] = node
+        locked = 0
+        current = node
+        while current.parent is not None:
+            locked += current.tokens
+            current = current.parent
+        return LockReceipt(receipt_id, locked)
+
     def locked_nodes(self) -> list[TreeNode]:
         """The deepest node of every outstanding lock (for invariant checks)."""
         return list(self._receipts.values())
@@ -204,22 +239,35 @@ class TieredCache:
 
     def _dec_lock(self, node: TreeNode) -> None:
         while node.parent is not None:
-            self._uncount(node)
-            node.lock_ref -= 1
-            if node.lock_ref < 0:
-                raise InvariantError(f"{node!r}: lock_ref went negative; a receipt was replayed")
-            self._count(node)
-            if node.lock_ref == 0:
-                self._refresh(node)
+            self._unlock_node(node)
             node = node.parent
+
+    def _unlock_node(self, node: TreeNode) -> None:
+        self._uncount(node)
+        node.lock_ref -= 1
+        if node.lock_ref < 0:
+            raise InvariantError(f"{node!r}: lock_ref went negative; a receipt was replayed")
+        self._count(node)
+        if node.lock_ref == 0:
+            self._refresh(node)
 
     # ----------------------------------------------------------------- session refs
     def set_session(self, session_id: str, priority: Priority, leaf: TreeNode) -> None:
         """Make `session_id` reference root..`leaf` at `priority` (moving any earlier refs)."""
         previous = self._sessions.get(session_id)
-        if previous is not None:
-            if previous == (leaf, priority):
+        if previous is not None and previous[1] == priority:
+            if previous[0] is leaf:
                 return
+            old_only, new_only = diverging_paths(previous[0], leaf)
+            for node in old_only:
+                self._add_ref(node, priority, -1)
+            for node in new_only:
+                self._add_ref(node, priority, +1)
+            previous[0].leaf_sessions.discard(session_id)
+            leaf.leaf_sessions.add(session_id)
+            self._sessions[session_id] = (leaf, priority)
+            return
+        if previous is not None:
             self._apply_refs(previous[0], previous[1], -1)
             previous[0].leaf_sessions.discard(session_id)
         self._apply_refs(leaf, priority, +1)
@@ -252,18 +300,21 @@ class TieredCache:
     def _apply_refs(self, leaf: TreeNode, priority: Priority, delta: int) -> None:
         node = leaf
         while node.parent is not None:
-            before = eviction_class(node.high_ref, node.low_ref)
-            self._uncount(node)
-            if priority is Priority.HIGH:
-                node.high_ref += delta
-            else:
-                node.low_ref += delta
-            if node.high_ref < 0 or node.low_ref < 0:
-                raise InvariantError(f"{node!r}: a session ref went negative")
-            self._count(node)
-            if eviction_class(node.high_ref, node.low_ref) < before:
-                self._refresh(node)  # the key decreased: the old heap entry sorts too late
+            self._add_ref(node, priority, delta)
             node = node.parent
+
+    def _add_ref(self, node: TreeNode, priority: Priority, delta: int) -> None:
+        before = eviction_class(node.high_ref, node.low_ref)
+        self._uncount(node)
+        if priority is Priority.HIGH:
+            node.high_ref += delta
+        else:
+            node.low_ref += delta
+        if node.high_ref < 0 or node.low_ref < 0:
+            raise InvariantError(f"{node!r}: a session ref went negative")
+        self._count(node)
+        if eviction_class(node.high_ref, node.low_ref) < before:
+            self._refresh(node)  # the key decreased: the old heap entry sorts too late
 
     # ----------------------------------------------------------------- space
     def reserve(self, n_tokens: int, max_class: EvictionClass | None) -> AllocationResult:
@@ -332,8 +383,8 @@ class TieredCache:
                 f"insert hands over {reserved_tokens} reserved tokens but only "
                 f"{self.reserved_tokens} are reserved; pass what `reserve` granted for this KV"
             )
-        match = self.match(tokens)
-        new_tokens = len(tokens) - match.device_tokens
+        steps = self.tree.walk(tokens)
+        new_tokens = len(tokens) - self.match_steps(steps).device_tokens
         if new_tokens > reserved_tokens + self.free_device_tokens:
             raise CapacityError(
                 f"inserting {new_tokens} new device tokens needs a reservation: only "
@@ -341,7 +392,7 @@ class TieredCache:
                 "for the KV a request computes before caching it"
             )
         self.reserved_tokens -= reserved_tokens
-        path = self._ensure_path(tokens)
+        path = self._ensure_path(tokens, steps)
         for node in path:
             if not node.on_device:
                 self._set_device(node, True)
@@ -568,13 +619,14 @@ class TieredCache:
         self._refresh(upper)
         return upper
 
-    def _ensure_path(self, tokens: Tokens) -> list[TreeNode]:
-        """Nodes covering exactly `tokens`, splitting and adding as needed (no KV changes)."""
+    def _ensure_path(self, tokens: Tokens, steps: list[PathStep]) -> list[TreeNode]:
+        """Nodes covering exactly `tokens` (walked as `steps`), splitting and adding as needed
+        (no KV changes)."""
         tree = self.tree
         path: list[TreeNode] = []
         node = tree.root
         offset = 0
-        for step in tree.walk(tokens):
+        for step in steps:
             child = step.node
             if step.matched_tokens < child.tokens:
                 child = self._split(child, step.matched_tokens)

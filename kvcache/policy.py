@@ -29,6 +29,7 @@ from kvcache.types import (
     InsertResult,
     KVDecision,
     LoadBackResult,
+    LockedPrefix,
     LockReceipt,
     PrefixMatch,
     Priority,
@@ -79,6 +80,10 @@ class KVPolicy(KVSessionHints, Protocol):
         """Protect the device-resident prefix of `token_ids` until `unlock`."""
         ...
 
+    def lock_prefix(self, token_ids: Sequence[int]) -> LockedPrefix:
+        """`peek_prefix` and `lock` from one walk of the tree (admission's lookup and lock)."""
+        ...
+
     def unlock(self, receipt: LockReceipt) -> None:
         """Release a lock; raises `ReceiptError` on a second release."""
         ...
@@ -106,8 +111,14 @@ class KVPolicy(KVSessionHints, Protocol):
         *,
         reserved_tokens: int = 0,
         session_id: str | None = None,
+        relock: LockReceipt | None = None,
     ) -> InsertResult:
-        """Cache the KV of `token_ids`; with `session_id`, it becomes the session's context."""
+        """Cache the KV of `token_ids`; with `session_id`, it becomes the session's context.
+
+        With `relock`, that lock moves onto the inserted tokens (it is released and the new
+        receipt comes back in `InsertResult.receipt`): how a running request keeps its KV
+        locked as its chunks are cached.
+        """
         ...
 
     def evictable_size(self, requester_priority: Priority) -> int:

@@ -7,6 +7,7 @@ Subclasses choose the eviction rules and requester limits and implement the sess
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from kvcache.accounting import KVAccounting, KVStats, OccupancyTracker
 from kvcache.cache import TieredCache, TierRules
@@ -19,6 +20,7 @@ from kvcache.types import (
     AllocationResult,
     InsertResult,
     LoadBackResult,
+    LockedPrefix,
     LockReceipt,
     PrefixMatch,
     Priority,
@@ -125,6 +127,23 @@ class CachePolicyBase:
     def lock(self, token_ids: Sequence[int]) -> LockReceipt:
         return self._cache.lock(self._cache.tree.aligned(tuple(token_ids)))
 
+    def lock_prefix(self, token_ids: Sequence[int]) -> LockedPrefix:
+        tokens = tuple(token_ids)
+        cache = self._cache
+        steps = cache.tree.walk(cache.tree.aligned(tokens))
+        match = cache.match_steps(steps)
+        receipt = cache.lock_steps(steps)
+        return LockedPrefix(
+            PrefixMatch(
+                query_tokens=len(tokens),
+                device_tokens=match.device_tokens,
+                host_tokens=match.host_tokens,
+                miss_tokens=len(tokens) - match.device_tokens - match.host_tokens,
+                device_ready_at_s=match.device_ready_at_s,
+            ),
+            receipt,
+        )
+
     def unlock(self, receipt: LockReceipt) -> None:
         self._cache.unlock(receipt)
 
@@ -187,10 +206,13 @@ class CachePolicyBase:
         *,
         reserved_tokens: int = 0,
         session_id: str | None = None,
+        relock: LockReceipt | None = None,
     ) -> InsertResult:
         tokens = tuple(token_ids)
         state = self._sessions.get(session_id) if session_id is not None else None
         result, leaf = self._cache.insert(self._cache.tree.aligned(tokens), now_s, reserved_tokens)
+        if relock is not None:
+            result = replace(result, receipt=self._cache.move_lock(relock, leaf))
         if state is not None:
             state.context_tokens = len(tokens)
             self._on_session_context(state, leaf)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-__all__ = ["PathStep", "RadixTree", "TreeNode"]
+__all__ = ["PathStep", "RadixTree", "TreeNode", "diverging_paths"]
 
 Tokens = tuple[int, ...]
 
@@ -216,3 +216,29 @@ class RadixTree:
         node_id = self._next_id
         self._next_id += 1
         return node_id
+
+
+def diverging_paths(old: TreeNode, new: TreeNode) -> tuple[list[TreeNode], list[TreeNode]]:
+    """The nodes on root..`old` but not root..`new`, and on root..`new` but not root..`old`.
+
+    Both bottom-up, root excluded. Moving a lock or a session ref from `old` to `new` only
+    changes these nodes: the shared ancestors keep their counts. A session's next context
+    usually extends its last one, so this is a few nodes where a full path is dozens.
+    """
+    on_old: set[TreeNode] = set()
+    node: TreeNode | None = old
+    while node is not None:
+        on_old.add(node)
+        node = node.parent
+    new_only: list[TreeNode] = []
+    node = new
+    while node is not None and node not in on_old:
+        new_only.append(node)
+        node = node.parent
+    old_only: list[TreeNode] = []
+    stop = node
+    node = old
+    while node is not stop and node is not None:
+        old_only.append(node)
+        node = node.parent
+    return old_only, new_only

@@ -90,6 +90,15 @@ class InsertResult:
     cached_tokens: int
     new_device_tokens: int
     returned_reserved_tokens: int
+    receipt: LockReceipt | None = None  # the moved lock, when `insert` was given one to move
+
+
+@dataclass(frozen=True, slots=True)
+class LockedPrefix:
+    """Outcome of `lock_prefix`: the lookup and the lock on its device part, from one walk."""
+
+    match: PrefixMatch
+    receipt: LockReceipt
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ PUBLIC = {
     "LRUKVPolicy",
     "LoadBackResult",
     "LockReceipt",
+    "LockedPrefix",
     "OffloadDecision",
     "OffloadReason",
     "PrefetchDecision",

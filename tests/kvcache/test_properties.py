@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -24,6 +25,7 @@ from hypothesis.stateful import (
 
 from kvcache import LockReceipt, Priority, make_kv_policy
 from kvcache.checks import check_cache
+from kvcache.errors import ReceiptError
 from kvcache.policy_base import CachePolicyBase
 from tests.kvcache.helpers import spec_config
 
@@ -182,9 +184,14 @@ class CacheMachine(RuleBasedStateMachine):
             self.tool_wait_session(session_id, expected_s)
 
     @precondition(lambda self: len(self.running) < MAX_RUNNING)
-    @rule(index=st.integers(0, 7), new_tokens=TOKENS, priority=PRIORITIES)
+    @rule(index=st.integers(0, 7), new_tokens=TOKENS, priority=PRIORITIES, one_walk=st.booleans())
     def start_request(
-        self, index: int, new_tokens: list[int], priority: Priority, only: str | None = None
+        self,
+        index: int,
+        new_tokens: list[int],
+        priority: Priority,
+        only: str | None = None,
+        one_walk: bool = False,
     ) -> None:
         idle = sorted(sid for sid in self.contexts if self._idle(sid))
         choices: list[str | None] = [*idle, None]
@@ -200,7 +207,14 @@ class CacheMachine(RuleBasedStateMachine):
         assert match.device_tokens + match.host_tokens + match.miss_tokens == len(tokens)
         if match.host_tokens:
             self._guarded(priority, lambda: self.policy.load_back(tokens, priority, now_s))
-        receipt = self.policy.lock(tokens)
+        if one_walk:
+            peeked = self.policy.peek_prefix(tokens)
+            locked = self.policy.lock_prefix(tokens)
+            assert locked.match == peeked, "lock_prefix must see what peek_prefix sees"
+            receipt = locked.receipt
+            assert receipt.locked_tokens == peeked.device_tokens
+        else:
+            receipt = self.policy.lock(tokens)
         need = len(tokens) - receipt.locked_tokens
         result = self._guarded(priority, lambda: self.policy.reserve(need, priority, now_s))
         if not result.ok:
@@ -213,8 +227,11 @@ class CacheMachine(RuleBasedStateMachine):
         index=st.integers(0, 7),
         output=st.lists(st.integers(0, 2), max_size=2),
         aborted_early=st.booleans(),
+        move_lock=st.booleans(),
     )
-    def end_request(self, index: int, output: list[int], aborted_early: bool) -> None:
+    def end_request(
+        self, index: int, output: list[int], aborted_early: bool, move_lock: bool = False
+    ) -> None:
         request = self.running.pop(index % len(self.running))
         now_s = self._tick()
         if aborted_early:  # nothing is cached: the reservation goes back
@@ -225,8 +242,26 @@ class CacheMachine(RuleBasedStateMachine):
         extra = self.policy.reserve(len(output), request.priority, now_s)
         tokens = request.tokens + (output if extra.ok else [])
         reserved = request.reserved_tokens + (len(output) if extra.ok else 0)
-        self.policy.insert(tokens, now_s, reserved_tokens=reserved, session_id=request.session_id)
-        self.policy.unlock(request.receipt)
+        if move_lock:  # the lock follows the cached tokens, then goes (a chunk, then the end)
+            result = self.policy.insert(
+                tokens,
+                now_s,
+                reserved_tokens=reserved,
+                session_id=request.session_id,
+                relock=request.receipt,
+            )
+            assert result.receipt is not None
+            aligned = len(tokens) - len(tokens) % self.policy.config.page_size
+            assert result.receipt.locked_tokens == aligned
+            check_cache(self.policy.cache)
+            with pytest.raises(ReceiptError):
+                self.policy.unlock(request.receipt)  # moved: the old receipt is spent
+            self.policy.unlock(result.receipt)
+        else:
+            self.policy.insert(
+                tokens, now_s, reserved_tokens=reserved, session_id=request.session_id
+            )
+            self.policy.unlock(request.receipt)
         if request.session_id is not None:
             self.contexts[request.session_id] = tokens
 

@@ -4,14 +4,14 @@ The engine speaks in requests (`rid`s holding a locked prefix and private KV); a
 speaks in token sequences, lock receipts and pooled reservations. This adapter keeps, per request,
 what it matched, its lock receipt and its private reservation, and translates:
 
-- `acquire` peeks at the cached prefix of all but the last token and locks its device part; the
+- `acquire` looks up the cached prefix of all but the last token and locks its device part; the
   lookup is counted (hit rates, recomputed tokens) only once the engine admits the request (its
   first `load_back`, `reserve` or `commit`), so an admission refused and retried counts once.
 - `load_back` copies the host part to the device and re-locks the whole prefix; the engine
   charges the copy to its link.
 - `reserve`/`unreserve` reserve and return pooled device tokens; `commit` inserts the computed
-  whole pages (as the session's context when the session is open) and moves the lock down to
-  them; `release` commits, returns the rest of the reservation and unlocks.
+  whole pages (as the session's context when the session is open) and moves the lock onto
+  them in the same call; `release` commits, returns the rest of the reservation and unlocks.
 - Session hints go through `kvcache.apply_hint` with the engine's integer priority mapped at
   `high_priority_min`. Hints for sessions that are not open are counted and ignored (a late hint
   must not fail a rollout); a second `open` changes the priority. Requests of sessions that were
@@ -197,9 +197,8 @@ class PolicyKV:
     def acquire(self, rid: str, token_ids: TokenSeq, priority: int, session_id: str) -> PrefixMatch:
         if rid in self._holds:
             raise ValueError(f"request {rid!r} already holds KV; release it before acquiring again")
-        query = _query(token_ids)
-        match = self._policy.peek_prefix(query)
-        receipt = self._policy.lock(query)
+        locked = self._policy.lock_prefix(_query(token_ids))
+        match, receipt = locked.match, locked.receipt
         if receipt.locked_tokens != match.device_tokens:
             raise RuntimeError(
                 f"kvcache locked {receipt.locked_tokens} tokens of a {match.device_tokens}-token "
@@ -270,9 +269,23 @@ class PolicyKV:
         prefix = token_ids[:target]
         handed = min(hold.private, target - hold.pos)
         session = hold.session if hold.session in self._open else None
-        self._policy.insert(prefix, self._clock.now(), reserved_tokens=handed, session_id=session)
+        result = self._policy.insert(
+            prefix,
+            self._clock.now(),
+            reserved_tokens=handed,
+            session_id=session,
+            relock=hold.receipt,
+        )
         hold.private -= handed
-        self._relock(hold, prefix)
+        receipt = result.receipt
+        if receipt is None or receipt.locked_tokens != len(prefix):
+            locked = receipt.locked_tokens if receipt is not None else 0
+            raise RuntimeError(
+                f"kvcache moved the lock of request {rid!r} onto {locked} of the {len(prefix)} "
+                "tokens it had just cached (a bug in kvcache)"
+            )
+        hold.receipt = receipt
+        hold.pos = len(prefix)
 
     def release(self, rid: str, token_ids: TokenSeq, computed_tokens: int) -> None:
         self.commit(rid, token_ids, computed_tokens)
