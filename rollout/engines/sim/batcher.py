@@ -329,7 +329,11 @@ class Batcher:
             lowest = min(sim.request.priority for sim in self.decoding)
             possible = min(steps, self._kv.available_tokens(lowest) // len(self.decoding))
             if possible >= 1:
-                for sim in list(self.decoding):
+                if not self._kv.reserve_each([sim.rid for sim in self.decoding], possible, lowest):
+                    for sim in self.decoding:
+                        sim.ahead = possible
+                    return possible
+                for sim in list(self.decoding):  # refused as a whole: request by request
                     if self._kv.reserve(sim.rid, possible, sim.request.priority):
                         self.retract(sim)  # the policy refused it after all
                         continue

@@ -33,6 +33,7 @@ the link. `stats()` reports occupancy and counters.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol, overload, runtime_checkable
@@ -205,6 +206,14 @@ class KVBackend(Protocol):
 
     def reserve(self, rid: str, tokens: int, priority: int) -> int:
         """Allocate `tokens` device tokens to `rid`; return the shortfall (0: done; >0: none)."""
+        ...
+
+    def reserve_each(self, rids: Sequence[str], tokens: int, priority: int) -> int:
+        """Allocate `tokens` to each of `rids` in one go, evicting only what a request of
+        `priority` may (pass the lowest of theirs); all or nothing, returns the shortfall.
+
+        A decode block's allocation: one policy call instead of one per running request.
+        """
         ...
 
     def unreserve(self, rid: str, tokens: int) -> None:

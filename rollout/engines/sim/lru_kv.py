@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
+from collections.abc import Sequence
 
 from rollout.engines.base import KVHint
 from rollout.engines.sim.config import HostWritePolicy
@@ -187,6 +188,18 @@ class LRURadixKV:
             return short
         hold.private += tokens
         self._private += tokens
+        return 0
+
+    def reserve_each(self, rids: Sequence[str], tokens: int, priority: int) -> int:
+        holds = [self._hold(rid) for rid in rids]
+        if tokens <= 0 or not holds:
+            return 0
+        short = self._make_device_room(tokens * len(holds))
+        if short:
+            return short
+        for hold in holds:
+            hold.private += tokens
+        self._private += tokens * len(holds)
         return 0
 
     def unreserve(self, rid: str, tokens: int) -> None:

@@ -31,6 +31,7 @@ Time is read from a `Clock` (the loop clock by default, so it is virtual time un
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import fields, replace
 from typing import Any
 
@@ -248,6 +249,21 @@ class PolicyKV:
         if not result.ok:
             return max(1, result.shortfall_tokens)
         hold.private += tokens
+        return 0
+
+    def reserve_each(self, rids: Sequence[str], tokens: int, priority: int) -> int:
+        holds = [self._hold(rid) for rid in rids]
+        if tokens <= 0 or not holds:
+            return 0
+        for hold in holds:
+            self._count(hold)
+        total = tokens * len(holds)
+        result = self._policy.reserve(total, self._priority(priority), self._clock.now())
+        self._note_eviction(result)
+        if not result.ok:
+            return max(1, result.shortfall_tokens)
+        for hold in holds:
+            hold.private += tokens
         return 0
 
     def unreserve(self, rid: str, tokens: int) -> None:

@@ -170,6 +170,20 @@ def test_reserve_reports_the_shortfall_and_allocates_nothing_when_locked_kv_bloc
     assert kv.stats().used_tokens == 12
 
 
+def test_reserve_each_grants_every_request_or_none(make_kv: MakeKV) -> None:
+    kv = make_kv(32)
+    for rid, start in (("a", 0), ("b", 100), ("c", 200)):
+        kv.acquire(rid, seq(start, 5), LOW, "")
+    assert kv.reserve_each(["a", "b", "c"], 8, LOW) == 0
+    assert kv.stats().used_tokens == 24
+    assert kv.reserve_each(["a", "b", "c"], 4, LOW) == 4  # 12 asked, 8 free: nobody gets any
+    assert kv.stats().used_tokens == 24
+    kv.unreserve("b", 8)  # each got its own share, to give back on its own
+    with pytest.raises(ValueError, match="give back only"):
+        kv.unreserve("b", 1)
+    check(kv)
+
+
 def test_the_least_recently_used_unlocked_prefix_is_evicted_first(make_kv: MakeKV) -> None:
     clock = ManualClock()
     kv = make_kv(16, clock=clock)
