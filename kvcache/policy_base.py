@@ -10,12 +10,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from kvcache.accounting import KVAccounting, KVStats, OccupancyTracker
-from kvcache.cache import TieredCache, TierRules
+from kvcache.cache import CacheMatch, TieredCache, TierRules
 from kvcache.config import KVCacheConfig
 from kvcache.eviction_order import EvictionClass
 from kvcache.sessions import SessionState, SessionTable
 from kvcache.transfer import Direction, TransferModel
-from kvcache.tree import TreeNode
+from kvcache.tree import PathStep, TreeNode
 from kvcache.types import (
     AllocationResult,
     InsertResult,
@@ -89,14 +89,14 @@ class CachePolicyBase:
         self, token_ids: Sequence[int], now_s: float, *, session_id: str | None = None
     ) -> PrefixMatch:
         tokens = tuple(token_ids)
-        match = self._cache.match(self._cache.tree.aligned(tokens))
+        match = self._match(tokens)
         self._cache.touch(match.steps, now_s)
         cached = match.device_tokens + match.host_tokens
         recomputed = 0
         if session_id is not None:
             state = self._sessions.get(session_id)
-            seen = self._cache.tree.aligned(tokens[: state.context_tokens])
-            recomputed = max(0, len(seen) - cached)
+            seen = self._cache.tree.aligned_length(min(len(tokens), state.context_tokens))
+            recomputed = max(0, seen - cached)
         accounting = self._accounting
         accounting.lookups += 1
         accounting.device_hit_tokens += match.device_tokens
@@ -115,7 +115,7 @@ class CachePolicyBase:
 
     def peek_prefix(self, token_ids: Sequence[int]) -> PrefixMatch:
         tokens = tuple(token_ids)
-        match = self._cache.match(self._cache.tree.aligned(tokens))
+        match = self._match(tokens)
         return PrefixMatch(
             query_tokens=len(tokens),
             device_tokens=match.device_tokens,
@@ -125,12 +125,12 @@ class CachePolicyBase:
         )
 
     def lock(self, token_ids: Sequence[int]) -> LockReceipt:
-        return self._cache.lock(self._cache.tree.aligned(tuple(token_ids)))
+        return self._cache.lock_steps(self._walk(tuple(token_ids)))
 
     def lock_prefix(self, token_ids: Sequence[int]) -> LockedPrefix:
         tokens = tuple(token_ids)
         cache = self._cache
-        steps = cache.tree.walk(cache.tree.aligned(tokens))
+        steps = self._walk(tokens)
         match = cache.match_steps(steps)
         receipt = cache.lock_steps(steps)
         return LockedPrefix(
@@ -232,6 +232,14 @@ class CachePolicyBase:
             host_used_tokens=self.host_used_tokens,
             reserved_tokens=self._cache.reserved_tokens,
         )
+
+    def _walk(self, tokens: tuple[int, ...]) -> list[PathStep]:
+        """Walk the whole pages of `tokens` (without copying them)."""
+        tree = self._cache.tree
+        return tree.walk(tokens, tree.aligned_length(len(tokens)))
+
+    def _match(self, tokens: tuple[int, ...]) -> CacheMatch:
+        return self._cache.match_steps(self._walk(tokens))
 
     def _record(self, now_s: float) -> None:
         self._accounting.occupancy.record(now_s, self.device_used_tokens)

@@ -104,33 +104,43 @@ class RadixTree:
         """The whole-page prefix of `token_ids`: only whole pages are cached."""
         return token_ids[: len(token_ids) - len(token_ids) % self.page_size]
 
-    def walk(self, tokens: Tokens) -> list[PathStep]:
-        """The nodes along the longest cached prefix of page-aligned `tokens`, root excluded."""
+    def aligned_length(self, n_tokens: int) -> int:
+        """Tokens in the whole pages of an `n_tokens`-long sequence."""
+        return n_tokens - n_tokens % self.page_size
+
+    def walk(self, tokens: Tokens, end: int | None = None) -> list[PathStep]:
+        """The nodes along the longest cached prefix of page-aligned `tokens[:end]`, root
+        excluded. (`end` spares the caller a copy of a long sequence just to cut its tail.)
+
+        The hot loop of every lookup: a whole edge is compared with one slice comparison,
+        page by page only where it diverges.
+        """
         steps: list[PathStep] = []
         node = self.root
         offset = 0
         page = self.page_size
-        while offset < len(tokens):
+        limit = len(tokens) if end is None else min(end, len(tokens))
+        while offset < limit:
             child = node.children.get(tokens[offset : offset + page])
             if child is None:
                 break
-            matched = self._common_tokens(child.key, tokens, offset)
-            steps.append(PathStep(child, matched))
-            if matched < child.tokens:
-                break
-            offset += matched
-            node = child
+            key = child.key
+            stop = offset + len(key)
+            if stop <= limit and tokens[offset:stop] == key:
+                steps.append(PathStep(child, len(key)))
+                offset = stop
+                node = child
+                continue
+            steps.append(PathStep(child, self._partial_match(key, tokens, offset, limit)))
+            break
         return steps
 
-    def _common_tokens(self, key: Tokens, tokens: Tokens, offset: int) -> int:
-        """Length of the common whole-page prefix of `key` and `tokens[offset:]`."""
-        end = offset + len(key)
-        if end <= len(tokens) and tokens[offset:end] == key:
-            return len(key)
+    def _partial_match(self, key: Tokens, tokens: Tokens, offset: int, limit: int) -> int:
+        """Whole pages of `key` that `tokens[offset:limit]` matches (the first one does)."""
         page = self.page_size
-        limit = min(len(key), len(tokens) - offset)
+        bound = min(len(key), limit - offset)
         matched = page  # the first page matched: it is the child's key in the parent map
-        while matched + page <= limit and (
+        while matched + page <= bound and (
             tokens[offset + matched : offset + matched + page] == key[matched : matched + page]
         ):
             matched += page

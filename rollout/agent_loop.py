@@ -229,7 +229,7 @@ class AgentLoop:
 
     async def _act(self, turn: _TurnStats) -> ActOutcome:
         """Run the turn's tool call, telling the KV manager how long the session will wait."""
-        ids = self._record.token_ids[turn.span.start : turn.span.end]
+        ids = self._record.token_slice(turn.span.start, turn.span.end)
         tool = self._env.peek_tool(ids)
         await self._hint(KVHintKind.TOOL_WAIT, expected_s=self._host.expected_tool_s(tool))
         self._report(ActStarted(self._sample.sample_id, self._now()))

@@ -48,6 +48,10 @@ class TrajectoryBuilder:
         """Everything so far: what the next generation request sends."""
         return tuple(self._token_ids)
 
+    def token_slice(self, start: int, end: int) -> tuple[int, ...]:
+        """`token_ids[start:end]` without copying the whole trajectory first."""
+        return tuple(self._token_ids[start:end])
+
     @property
     def length(self) -> int:
         return len(self._token_ids)
