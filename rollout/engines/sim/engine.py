@@ -29,7 +29,7 @@ from rollout.engines.base import (
     KVHintKind,
 )
 from rollout.engines.sim import batching
-from rollout.engines.sim.batcher import Batcher, Chunk, SimEngineCounters
+from rollout.engines.sim.batcher import Batcher, Blocked, Chunk, SimEngineCounters
 from rollout.engines.sim.config import SimEngineConfig
 from rollout.engines.sim.cost_model import prefill_attention_units, step_time_s
 from rollout.engines.sim.kv import KVBackend
@@ -118,13 +118,26 @@ class SimEngine:
             self._request_abort(sim)
 
     async def send_kv_hints(self, hints: Sequence[KVHint]) -> None:
+        blocked = self._batch.blocked
+        room_before = self._room_for(blocked)
         for hint in hints:
             self._kv.hint(hint)
             if hint.kind is KVHintKind.CLOSE:
                 self._batch.session_ready_s.pop(hint.session_id, None)
         self._batch.drain_transfers(self._sync_now())
-        if self._batch.blocked is not None:
-            self._wake(recheck=True)  # the policy may have made room for the blocked request
+        if blocked is not None and (
+            self._room_for(blocked) != room_before
+            or any(hint.session_id == blocked.request.request.session_id for hint in hints)
+        ):
+            # The policy made (or took) room for the blocked head, or moved its own KV: admission
+            # must look again. Other hints cannot change its answer, so they do not wake it.
+            self._wake(recheck=True)
+
+    def _room_for(self, blocked: Blocked | None) -> int:
+        """KV the blocked head could get now (0 when nothing is blocked)."""
+        if blocked is None:
+            return 0
+        return self._kv.available_tokens(blocked.request.request.priority)
 
     async def pause(self) -> None:
         self._resumed.clear()
