@@ -219,12 +219,7 @@ class TieredCache:
             self._unlock_node(current)
         receipt_id = next(self._receipt_ids)
         self._receipts[receipt_id] = node
-        locked = 0
-        current = node
-        while current.parent is not None:
-            locked += current.tokens
-            current = current.parent
-        return LockReceipt(receipt_id, locked)
+        return LockReceipt(receipt_id, self.tree.depth_tokens(node))
 
     def locked_nodes(self) -> list[TreeNode]:
         """The deepest node of every outstanding lock (for invariant checks)."""
@@ -371,20 +366,30 @@ class TieredCache:
 
     # ----------------------------------------------------------------- KV in/out
     def insert(
-        self, tokens: Tokens, now_s: float, reserved_tokens: int
+        self,
+        tokens: Tokens,
+        now_s: float,
+        reserved_tokens: int,
+        *,
+        end: int | None = None,
+        below: LockReceipt | None = None,
     ) -> tuple[InsertResult, TreeNode]:
-        """Cache page-aligned `tokens` on device, consuming the caller's reservation.
+        """Cache `tokens[:end]` (whole pages) on device, consuming the caller's reservation.
 
         Tokens not yet on device are paid from `reserved_tokens`, then from free space; the
         unused part of the reservation is returned. Returns the result and the path's last node.
+        `below`: a lock the caller holds on a prefix of `tokens` (a running request's); the
+        walk starts under it instead of comparing that whole prefix again.
         """
         if reserved_tokens < 0 or reserved_tokens > self.reserved_tokens:
             raise CapacityError(
                 f"insert hands over {reserved_tokens} reserved tokens but only "
                 f"{self.reserved_tokens} are reserved; pass what `reserve` granted for this KV"
             )
-        steps = self.tree.walk(tokens)
-        new_tokens = len(tokens) - self.match_steps(steps).device_tokens
+        limit = len(tokens) if end is None else min(end, len(tokens))
+        top, offset = self._known_prefix(tokens, limit, below)
+        steps = self.tree.walk(tokens, limit, start=top, offset=offset)
+        new_tokens = limit - offset - self.match_steps(steps).device_tokens
         if new_tokens > reserved_tokens + self.free_device_tokens:
             raise CapacityError(
                 f"inserting {new_tokens} new device tokens needs a reservation: only "
@@ -392,22 +397,50 @@ class TieredCache:
                 "for the KV a request computes before caching it"
             )
         self.reserved_tokens -= reserved_tokens
-        path = self._ensure_path(tokens, steps)
+        path = self._ensure_path(tokens, limit, steps, top, offset)
         for node in path:
             if not node.on_device:
                 self._set_device(node, True)
             if now_s > node.last_access_s:
                 node.last_access_s = now_s
-        leaf = path[-1] if path else self.tree.root
+        ancestor: TreeNode | None = top
+        while ancestor is not None and ancestor.parent is not None:
+            if now_s > ancestor.last_access_s:
+                ancestor.last_access_s = now_s
+            ancestor = ancestor.parent
+        leaf = path[-1] if path else top
         self._refresh(leaf)
         return (
             InsertResult(
-                cached_tokens=len(tokens),
+                cached_tokens=limit,
                 new_device_tokens=new_tokens,
                 returned_reserved_tokens=max(0, reserved_tokens - new_tokens),
             ),
             leaf,
         )
+
+    def _known_prefix(
+        self, tokens: Tokens, limit: int, below: LockReceipt | None
+    ) -> tuple[TreeNode, int]:
+        """Where an insert's walk may start: under the caller's locked node if that lock covers
+        a prefix of `tokens[:limit]` (its last page is checked), else at the root."""
+        if below is None:
+            return self.tree.root, 0
+        node = self._receipts.get(below.receipt_id)
+        if node is None:
+            raise ReceiptError(
+                f"lock receipt {below.receipt_id} is unknown: it was already released or was "
+                "issued by another cache; pass a lock the request still holds"
+            )
+        depth = self.tree.depth_tokens(node)
+        if node.parent is None or depth > limit:
+            return self.tree.root, 0
+        if tokens[depth - len(node.key) : depth] != node.key:
+            raise ReceiptError(
+                f"lock receipt {below.receipt_id} covers tokens that are not a prefix of the "
+                "inserted sequence; move a request's lock only onto its own continuation"
+            )
+        return node, depth
 
     def host_chain(self, tokens: Tokens) -> list[TreeNode]:
         """The host-only nodes of the cached prefix of `tokens`, top-down (splitting the last)."""
@@ -619,13 +652,14 @@ class TieredCache:
         self._refresh(upper)
         return upper
 
-    def _ensure_path(self, tokens: Tokens, steps: list[PathStep]) -> list[TreeNode]:
-        """Nodes covering exactly `tokens` (walked as `steps`), splitting and adding as needed
-        (no KV changes)."""
+    def _ensure_path(
+        self, tokens: Tokens, limit: int, steps: list[PathStep], top: TreeNode, offset: int
+    ) -> list[TreeNode]:
+        """Nodes below `top` (which covers `tokens[:offset]`) covering exactly `tokens[:limit]`,
+        walked as `steps`, splitting and adding as needed (no KV changes)."""
         tree = self.tree
         path: list[TreeNode] = []
-        node = tree.root
-        offset = 0
+        node = top
         for step in steps:
             child = step.node
             if step.matched_tokens < child.tokens:
@@ -633,8 +667,8 @@ class TieredCache:
             path.append(child)
             offset += step.matched_tokens
             node = child
-        if offset < len(tokens):
-            path.append(tree.add_child(node, tokens[offset:]))
+        if offset < limit:
+            path.append(tree.add_child(node, tokens[offset:limit]))
         return path
 
     # ----------------------------------------------------------------- internals: counters

@@ -210,7 +210,13 @@ class CachePolicyBase:
     ) -> InsertResult:
         tokens = tuple(token_ids)
         state = self._sessions.get(session_id) if session_id is not None else None
-        result, leaf = self._cache.insert(self._cache.tree.aligned(tokens), now_s, reserved_tokens)
+        result, leaf = self._cache.insert(
+            tokens,
+            now_s,
+            reserved_tokens,
+            end=self._cache.tree.aligned_length(len(tokens)),
+            below=relock,
+        )
         if relock is not None:
             result = replace(result, receipt=self._cache.move_lock(relock, leaf))
         if state is not None:

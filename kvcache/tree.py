@@ -104,20 +104,38 @@ class RadixTree:
         """The whole-page prefix of `token_ids`: only whole pages are cached."""
         return token_ids[: len(token_ids) - len(token_ids) % self.page_size]
 
+    def depth_tokens(self, node: TreeNode) -> int:
+        """Tokens on the path from the root to `node` (its depth in tokens)."""
+        tokens = 0
+        current: TreeNode | None = node
+        while current is not None and current.parent is not None:
+            tokens += len(current.key)
+            current = current.parent
+        return tokens
+
     def aligned_length(self, n_tokens: int) -> int:
         """Tokens in the whole pages of an `n_tokens`-long sequence."""
         return n_tokens - n_tokens % self.page_size
 
-    def walk(self, tokens: Tokens, end: int | None = None) -> list[PathStep]:
+    def walk(
+        self,
+        tokens: Tokens,
+        end: int | None = None,
+        *,
+        start: TreeNode | None = None,
+        offset: int = 0,
+    ) -> list[PathStep]:
         """The nodes along the longest cached prefix of page-aligned `tokens[:end]`, root
         excluded. (`end` spares the caller a copy of a long sequence just to cut its tail.)
+
+        With `start`, the walk begins below that node, whose path from the root the caller
+        knows to hold `tokens[:offset]`; only the nodes below it are returned.
 
         The hot loop of every lookup: a whole edge is compared with one slice comparison,
         page by page only where it diverges.
         """
         steps: list[PathStep] = []
-        node = self.root
-        offset = 0
+        node = self.root if start is None else start
         page = self.page_size
         limit = len(tokens) if end is None else min(end, len(tokens))
         while offset < limit:

@@ -121,3 +121,33 @@ def test_prefix_shared_by_two_requests_is_cached_once(policy_name: str) -> None:
     run_turn(policy, [1, 2, 3], 0.0)
     run_turn(policy, [1, 2, 4], 1.0)
     assert policy.device_used_tokens == 4
+
+
+def test_insert_moves_a_running_requests_lock_onto_what_it_cached(policy_name: str) -> None:
+    policy = spec_policy(policy=policy_name, page_size=2)
+    policy.reserve(4, Priority.LOW, 0.0)
+    policy.insert([1, 2, 3, 4], 0.0, reserved_tokens=4)
+    receipt = policy.lock([1, 2, 3, 4])
+    policy.reserve(4, Priority.LOW, 1.0)
+    result = policy.insert([1, 2, 3, 4, 5, 6, 7, 8], 1.0, reserved_tokens=4, relock=receipt)
+    assert result.receipt is not None and result.receipt.locked_tokens == 8
+    assert result.new_device_tokens == 4
+    with pytest.raises(ReceiptError):
+        policy.unlock(receipt)  # spent by the move
+    check_cache(cache_of(policy))
+    policy.unlock(result.receipt)
+    check_cache(cache_of(policy))
+
+
+def test_a_lock_cannot_move_onto_tokens_it_does_not_prefix(policy_name: str) -> None:
+    policy = spec_policy(policy=policy_name, page_size=2)
+    policy.reserve(4, Priority.LOW, 0.0)
+    policy.insert([1, 2, 3, 4], 0.0, reserved_tokens=4)
+    receipt = policy.lock([1, 2, 3, 4])
+    used = policy.device_used_tokens
+    policy.reserve(4, Priority.LOW, 1.0)
+    with pytest.raises(ReceiptError, match="not a prefix"):
+        policy.insert([1, 2, 9, 9, 5, 6], 1.0, reserved_tokens=4, relock=receipt)
+    assert policy.device_used_tokens == used + 4  # nothing cached; the reservation is intact
+    policy.unlock(receipt)
+    check_cache(cache_of(policy))
