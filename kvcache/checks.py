@@ -110,6 +110,8 @@ def _node_problems(node: TreeNode, page: int) -> list[str]:
         return [f"{node!r} is reachable but dead or parentless"]
     if not node.key or len(node.key) % page:
         problems.append(f"{node!r}: key of {len(node.key)} tokens is not whole pages of {page}")
+    if node.tokens != len(node.key):
+        problems.append(f"{node!r}: counts {node.tokens} tokens but its key holds {len(node.key)}")
     if parent.children.get(node.key[:page]) is not node:
         problems.append(f"{node!r}: not filed under its first page in its parent")
     if not (node.on_device or node.on_host):

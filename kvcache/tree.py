@@ -41,11 +41,13 @@ class TreeNode:
         "on_host",
         "parent",
         "ready_at_s",
+        "tokens",
     )
 
     def __init__(self, node_id: int, key: Tokens, parent: TreeNode | None) -> None:
         self.node_id = node_id
         self.key = key
+        self.tokens = len(key)  # tokens (and KV slots) on this edge; kept with `key`
         self.parent = parent
         self.children: dict[Tokens, TreeNode] = {}
         self.alive = True
@@ -61,11 +63,6 @@ class TreeNode:
         self.device_seq = -1  # sequence number of the node's live device-heap entry
         self.host_seq = -1  # sequence number of the node's live host-heap entry
         self.leaf_sessions: set[str] = set()  # sessions whose context ends at this node
-
-    @property
-    def tokens(self) -> int:
-        """Number of tokens (and KV slots) on this edge."""
-        return len(self.key)
 
     @property
     def is_root(self) -> bool:
@@ -191,6 +188,7 @@ class RadixTree:
         upper.device_children = 1 if node.on_device else 0
         parent.children[upper.key[: self.page_size]] = upper
         node.key = node.key[at_tokens:]
+        node.tokens = len(node.key)
         node.parent = upper
         upper.children[node.key[: self.page_size]] = node
         self.node_count += 1
