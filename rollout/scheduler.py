@@ -37,6 +37,7 @@ Rules (DESIGN.md §2–3):
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -396,10 +397,14 @@ class RolloutScheduler:
 
     def _preemptions(self) -> list[Decision]:
         """One victim (or one slot already being freed) per waiting critical sample."""
+        waiting = self._waiting_in_order(high_only=True)
+        first = next(waiting, None)
+        if first is None:
+            return []  # no critical sample waits: skip ranking every running sample
         freeing = {name: len(e.draining) for name, e in self._engines.items() if not e.paused}
         victims = self._victims_by_engine()
         decisions: list[Decision] = []
-        for entry in self._waiting_in_order(high_only=True):
+        for entry in itertools.chain((first,), waiting):
             if not victims and not any(freeing.values()):
                 break
             targets = [engine.name for engine in self._candidate_engines(entry)]
