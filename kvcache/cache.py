@@ -22,6 +22,7 @@ from kvcache.errors import CapacityError, InvariantError, ReceiptError
 from kvcache.eviction_order import (
     EvictionAction,
     EvictionClass,
+    class_index,
     eviction_action,
     eviction_class,
     host_reclaim_limit,
@@ -212,9 +213,7 @@ class TieredCache:
         for current in new_only:
             if not current.on_device:
                 raise InvariantError(f"{current!r} is not on device and cannot be locked")
-            self._uncount(current)
-            current.lock_ref += 1
-            self._count(current)
+            self._lock_node(current)
         for current in old_only:
             self._unlock_node(current)
         receipt_id = next(self._receipt_ids)
@@ -227,10 +226,14 @@ class TieredCache:
 
     def _inc_lock(self, node: TreeNode) -> None:
         while node.parent is not None:
-            self._uncount(node)
-            node.lock_ref += 1
-            self._count(node)
+            self._lock_node(node)
             node = node.parent
+
+    def _lock_node(self, node: TreeNode) -> None:
+        # Only the first lock changes what eviction may take (locked nodes are on device).
+        if node.lock_ref == 0 and node.on_device:
+            self._evictable[class_index(node.high_ref, node.low_ref)] -= node.tokens
+        node.lock_ref += 1
 
     def _dec_lock(self, node: TreeNode) -> None:
         while node.parent is not None:
@@ -238,13 +241,14 @@ class TieredCache:
             node = node.parent
 
     def _unlock_node(self, node: TreeNode) -> None:
-        self._uncount(node)
         node.lock_ref -= 1
+        if node.lock_ref > 0:
+            return
         if node.lock_ref < 0:
             raise InvariantError(f"{node!r}: lock_ref went negative; a receipt was replayed")
-        self._count(node)
-        if node.lock_ref == 0:
-            self._refresh(node)
+        if node.on_device:
+            self._evictable[class_index(node.high_ref, node.low_ref)] += node.tokens
+        self._refresh(node)
 
     # ----------------------------------------------------------------- session refs
     def set_session(self, session_id: str, priority: Priority, leaf: TreeNode) -> None:
@@ -299,16 +303,23 @@ class TieredCache:
             node = node.parent
 
     def _add_ref(self, node: TreeNode, priority: Priority, delta: int) -> None:
-        before = eviction_class(node.high_ref, node.low_ref)
-        self._uncount(node)
+        before = class_index(node.high_ref, node.low_ref)
         if priority is Priority.HIGH:
             node.high_ref += delta
         else:
             node.low_ref += delta
         if node.high_ref < 0 or node.low_ref < 0:
             raise InvariantError(f"{node!r}: a session ref went negative")
-        self._count(node)
-        if eviction_class(node.high_ref, node.low_ref) < before:
+        after = class_index(node.high_ref, node.low_ref)
+        if after == before:
+            return  # most refs land on nodes that keep their class: nothing to recount
+        if node.on_device and node.lock_ref == 0:
+            self._evictable[before] -= node.tokens
+            self._evictable[after] += node.tokens
+        if node.on_host and node.host_pin == 0:
+            self._host_reclaimable[before] -= node.tokens
+            self._host_reclaimable[after] += node.tokens
+        if after < before:
             self._refresh(node)  # the key decreased: the old heap entry sorts too late
 
     # ----------------------------------------------------------------- space
@@ -673,14 +684,14 @@ class TieredCache:
 
     # ----------------------------------------------------------------- internals: counters
     def _count(self, node: TreeNode) -> None:
-        node_class = eviction_class(node.high_ref, node.low_ref)
+        node_class = class_index(node.high_ref, node.low_ref)
         if node.on_device and node.lock_ref == 0:
             self._evictable[node_class] += node.tokens
         if node.on_host and node.host_pin == 0:
             self._host_reclaimable[node_class] += node.tokens
 
     def _uncount(self, node: TreeNode) -> None:
-        node_class = eviction_class(node.high_ref, node.low_ref)
+        node_class = class_index(node.high_ref, node.low_ref)
         if node.on_device and node.lock_ref == 0:
             self._evictable[node_class] -= node.tokens
         if node.on_host and node.host_pin == 0:

@@ -12,7 +12,7 @@ import heapq
 import itertools
 from collections.abc import Callable
 
-from kvcache.eviction_order import eviction_class
+from kvcache.eviction_order import class_index
 from kvcache.tree import RadixTree, TreeNode
 
 __all__ = ["CandidateHeap", "is_device_candidate", "is_host_candidate"]
@@ -64,7 +64,7 @@ class CandidateHeap:
         """Add `node` with its current key if it is a candidate (older entries go stale)."""
         if not self._is_candidate(node):
             return
-        key_class = int(eviction_class(node.high_ref, node.low_ref))
+        key_class = class_index(node.high_ref, node.low_ref)
         heapq.heappush(self._heap, (key_class, node.last_access_s, self._stamp(node), node))
         if len(self._heap) > _HEAP_SLACK_FACTOR * self._tree.node_count + _HEAP_SLACK_MIN:
             self._rebuild()
@@ -77,7 +77,7 @@ class CandidateHeap:
             if self._live_seq(node) != seq or not self._is_candidate(node):
                 heapq.heappop(heap)
                 continue
-            current_class = int(eviction_class(node.high_ref, node.low_ref))
+            current_class = class_index(node.high_ref, node.low_ref)
             if (key_class, last_access_s) != (current_class, node.last_access_s):
                 heapq.heapreplace(  # the key grew since the push: re-key lazily
                     heap, (current_class, node.last_access_s, self._stamp(node), node)
@@ -94,7 +94,7 @@ class CandidateHeap:
         heap: list[_HeapEntry] = []
         for node in self._tree.iter_nodes():
             if self._is_candidate(node):
-                key_class = int(eviction_class(node.high_ref, node.low_ref))
+                key_class = class_index(node.high_ref, node.low_ref)
                 heap.append((key_class, node.last_access_s, self._stamp(node), node))
         heapq.heapify(heap)
         self._heap = heap

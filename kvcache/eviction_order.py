@@ -48,11 +48,23 @@ class EvictionAction(StrEnum):
 
 def eviction_class(high_ref: int, low_ref: int) -> EvictionClass:
     """Classify a node by the live sessions whose context runs through it."""
+    return _CLASS_BY_INDEX[class_index(high_ref, low_ref)]
+
+
+def class_index(high_ref: int, low_ref: int) -> int:
+    """`eviction_class` as a plain int: the cache's hot paths index counters and heaps with it
+    (an enum member costs a conversion on every use)."""
     if high_ref > 0:
-        return EvictionClass.HIGH_REF
+        return _HIGH_REF
     if low_ref > 0:
-        return EvictionClass.LOW_REF
-    return EvictionClass.UNREFERENCED
+        return _LOW_REF
+    return _UNREFERENCED
+
+
+_CLASS_BY_INDEX = tuple(sorted(EvictionClass))
+_HIGH_REF = int(EvictionClass.HIGH_REF)
+_LOW_REF = int(EvictionClass.LOW_REF)
+_UNREFERENCED = int(EvictionClass.UNREFERENCED)
 
 
 def eviction_key(high_ref: int, low_ref: int, last_access_s: float) -> EvictionKey:

@@ -391,14 +391,20 @@ class Batcher:
         self.ratio = batching.decayed_ratio(self._config, self.ratio, steps)
         self.counters.decode_tokens += len(batch) * steps
         self.decode_context += len(batch) * steps
+        spare: list[tuple[str, int]] = []
+        finished: list[SimRequest] = []
         for sim in batch:
             sim.generated += steps
             sim.ahead -= steps
             if sim.generated >= sim.target:
-                self.finish(sim, sim.stop_reason)
+                finished.append(sim)
             elif sim.ahead:
-                self._kv.unreserve(sim.rid, sim.ahead)
+                spare.append((sim.rid, sim.ahead))
                 sim.ahead = 0
+        if spare:
+            self._kv.unreserve_each(spare)
+        for sim in finished:
+            self.finish(sim, sim.stop_reason)
 
     # ---- retraction, preemption, results ----------------------------------------------------
 

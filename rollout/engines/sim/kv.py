@@ -50,6 +50,7 @@ __all__ = [
     "Tokens",
     "Transfer",
     "TransferDirection",
+    "check_give_back",
 ]
 
 Tokens = tuple[int, ...]
@@ -169,6 +170,15 @@ class KVStats:
     prefetches_late: int | None = None  # of which landed after it returned
 
 
+def check_give_back(rid: str, tokens: int, private_tokens: int) -> None:
+    """Raise unless a request holding `private_tokens` reserved tokens may give `tokens` back."""
+    if not 0 <= tokens <= private_tokens:
+        raise ValueError(
+            f"request {rid!r} cannot give back {tokens} tokens: it holds {private_tokens} "
+            "private tokens; give back only what reserve() granted and no forward used"
+        )
+
+
 @runtime_checkable
 class KVBackend(Protocol):
     """A prefix-cache policy over device (HBM) and host KV, driven by the simulated engine.
@@ -214,6 +224,10 @@ class KVBackend(Protocol):
 
         A decode block's allocation: one policy call instead of one per running request.
         """
+        ...
+
+    def unreserve_each(self, spare: Sequence[tuple[str, int]]) -> None:
+        """`unreserve` for several requests at once: (rid, tokens) pairs (a decode block's end)."""
         ...
 
     def unreserve(self, rid: str, tokens: int) -> None:

@@ -26,6 +26,7 @@ from rollout.engines.sim.kv import (
     TokenSeq,
     Transfer,
     TransferDirection,
+    check_give_back,
 )
 from rollout.engines.sim.radix import RadixNode, RadixTree
 
@@ -202,15 +203,16 @@ class LRURadixKV:
         self._private += tokens * len(holds)
         return 0
 
+    def unreserve_each(self, spare: Sequence[tuple[str, int]]) -> None:
+        holds = [(self._hold(rid), rid, tokens) for rid, tokens in spare]
+        for hold, rid, tokens in holds:  # all checked first: a refusal changes nothing
+            check_give_back(rid, tokens, hold.private)
+        for hold, _, tokens in holds:
+            hold.private -= tokens
+            self._private -= tokens
+
     def unreserve(self, rid: str, tokens: int) -> None:
-        hold = self._hold(rid)
-        if not 0 <= tokens <= hold.private:
-            raise ValueError(
-                f"request {rid!r} cannot give back {tokens} tokens: it holds {hold.private} "
-                "private tokens; give back only what reserve() granted and no forward used"
-            )
-        hold.private -= tokens
-        self._private -= tokens
+        self.unreserve_each(((rid, tokens),))
 
     def commit(self, rid: str, token_ids: TokenSeq, computed_tokens: int) -> None:
         hold = self._hold(rid)

@@ -184,6 +184,21 @@ def test_reserve_each_grants_every_request_or_none(make_kv: MakeKV) -> None:
     check(kv)
 
 
+def test_unreserve_each_gives_back_each_share_or_nothing(make_kv: MakeKV) -> None:
+    kv = make_kv(64)
+    kv.acquire("a", seq(0, 5), LOW, "")
+    kv.acquire("b", seq(100, 5), LOW, "")
+    assert kv.reserve_each(["a", "b"], 10, LOW) == 0
+    kv.unreserve_each([("a", 4), ("b", 6)])
+    assert kv.stats().used_tokens == 10
+    with pytest.raises(ValueError, match="give back only"):
+        kv.unreserve_each([("a", 1), ("b", 5)])  # b holds only 4 more
+    assert kv.stats().used_tokens == 10  # the refusal changed nothing, not even a's share
+    kv.unreserve_each([("a", 6), ("b", 4)])
+    assert kv.stats().used_tokens == 0
+    check(kv)
+
+
 def test_the_least_recently_used_unlocked_prefix_is_evicted_first(make_kv: MakeKV) -> None:
     clock = ManualClock()
     kv = make_kv(16, clock=clock)
