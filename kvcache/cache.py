@@ -248,7 +248,7 @@ class TieredCache:
             raise InvariantError(f"{node!r}: lock_ref went negative; a receipt was replayed")
         if node.on_device:
             self._evictable[class_index(node.high_ref, node.low_ref)] += node.tokens
-        self._refresh(node)
+        self._device_candidates.push(node)  # a lock never changes host candidacy
 
     # ----------------------------------------------------------------- session refs
     def set_session(self, session_id: str, priority: Priority, leaf: TreeNode) -> None:
@@ -453,10 +453,15 @@ class TieredCache:
             )
         return node, depth
 
-    def host_chain(self, tokens: Tokens) -> list[TreeNode]:
-        """The host-only nodes of the cached prefix of `tokens`, top-down (splitting the last)."""
+    def host_chain(
+        self, tokens: Tokens, *, end: int | None = None, below: LockReceipt | None = None
+    ) -> list[TreeNode]:
+        """The host-only nodes of the cached prefix of `tokens[:end]`, top-down (splitting the
+        last). `below`: a lock the caller holds on a prefix of `tokens` (see `insert`)."""
+        limit = len(tokens) if end is None else min(end, len(tokens))
+        top, offset = self._known_prefix(tokens, limit, below)
         chain: list[TreeNode] = []
-        for step in self.tree.walk(tokens):
+        for step in self.tree.walk(tokens, limit, start=top, offset=offset):
             node = step.node
             if node.on_device:
                 continue

@@ -89,9 +89,19 @@ class KVPolicy(KVSessionHints, Protocol):
         ...
 
     def load_back(
-        self, token_ids: Sequence[int], requester_priority: Priority, now_s: float
+        self,
+        token_ids: Sequence[int],
+        requester_priority: Priority,
+        now_s: float,
+        *,
+        relock: LockReceipt | None = None,
     ) -> LoadBackResult:
-        """Copy the host part of the cached prefix to device, evicting what the requester may."""
+        """Copy the host part of the cached prefix to device, evicting what the requester may.
+
+        With `relock` (a lock on the device part of this prefix, as `lock_prefix` gives), the
+        lookup starts under it and, once loaded, the lock moves onto the whole prefix; the new
+        receipt is in `LoadBackResult.receipt`.
+        """
         ...
 
     def reserve(

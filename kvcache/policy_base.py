@@ -148,9 +148,17 @@ class CachePolicyBase:
         self._cache.unlock(receipt)
 
     def load_back(
-        self, token_ids: Sequence[int], requester_priority: Priority, now_s: float
+        self,
+        token_ids: Sequence[int],
+        requester_priority: Priority,
+        now_s: float,
+        *,
+        relock: LockReceipt | None = None,
     ) -> LoadBackResult:
-        chain = self._cache.host_chain(self._cache.tree.aligned(tuple(token_ids)))
+        tokens_in = tuple(token_ids)
+        chain = self._cache.host_chain(
+            tokens_in, end=self._cache.tree.aligned_length(len(tokens_in)), below=relock
+        )
         tokens = sum(node.tokens for node in chain)
         transfer_s = self._transfer.seconds(tokens, Direction.H2D)
         outcome = self._cache.load_chain(
@@ -168,12 +176,16 @@ class CachePolicyBase:
         if outcome.loaded_tokens:
             self._accounting.load_backs += 1
             self._accounting.loaded_back_tokens += outcome.loaded_tokens
+        receipt = relock
+        if relock is not None and chain:
+            receipt = self._cache.move_lock(relock, chain[-1])
         return LoadBackResult(
             ok=True,
             loaded_tokens=outcome.loaded_tokens,
             transfer_s=transfer_s,
             ready_at_s=now_s + transfer_s,
             eviction=outcome.eviction,
+            receipt=receipt,
         )
 
     def reserve(

@@ -114,6 +114,7 @@ class LoadBackResult:
     transfer_s: float = 0.0
     ready_at_s: float = 0.0
     eviction: AllocationResult | None = None
+    receipt: LockReceipt | None = None  # the moved lock, when `load_back` was given one to move
 
 
 class OffloadReason(StrEnum):

@@ -205,15 +205,28 @@ class CacheMachine(RuleBasedStateMachine):
         now_s = self._tick()
         match = self.policy.match_prefix(tokens, now_s, session_id=session_id)
         assert match.device_tokens + match.host_tokens + match.miss_tokens == len(tokens)
-        if match.host_tokens:
-            self._guarded(priority, lambda: self.policy.load_back(tokens, priority, now_s))
-        if one_walk:
+        if one_walk:  # the engine's order: lookup + lock, then load the host part under it
             peeked = self.policy.peek_prefix(tokens)
             locked = self.policy.lock_prefix(tokens)
             assert locked.match == peeked, "lock_prefix must see what peek_prefix sees"
             receipt = locked.receipt
             assert receipt.locked_tokens == peeked.device_tokens
+            if peeked.host_tokens:
+                held = receipt
+                loaded = self._guarded(
+                    priority,
+                    lambda: self.policy.load_back(tokens, priority, now_s, relock=held),
+                )
+                if loaded.ok:
+                    assert loaded.receipt is not None
+                    assert loaded.receipt.locked_tokens == peeked.device_tokens + peeked.host_tokens
+                    receipt = loaded.receipt
+                else:
+                    assert loaded.receipt is None or loaded.receipt == held
+                check_cache(self.policy.cache)
         else:
+            if match.host_tokens:
+                self._guarded(priority, lambda: self.policy.load_back(tokens, priority, now_s))
             receipt = self.policy.lock(tokens)
         need = len(tokens) - receipt.locked_tokens
         result = self._guarded(priority, lambda: self.policy.reserve(need, priority, now_s))

@@ -227,7 +227,7 @@ class PolicyKV:
             return LoadBack(0, host_tokens - room)
         self._count(hold)
         prefix = hold.ids[: hold.matched]
-        result = policy.load_back(prefix, hold.priority, self._clock.now())
+        result = policy.load_back(prefix, hold.priority, self._clock.now(), relock=hold.receipt)
         if result.eviction is not None:
             self._note_eviction(result.eviction)
         if not result.ok:
@@ -237,7 +237,7 @@ class PolicyKV:
                 f"request {rid!r} matched {host_tokens} host tokens at acquire but "
                 f"{result.loaded_tokens} were loaded; call load_back right after acquire"
             )
-        self._relock(hold, prefix)
+        self._adopt_lock(rid, hold, result.receipt, len(prefix))
         return LoadBack(result.loaded_tokens)
 
     def reserve(self, rid: str, tokens: int, priority: int) -> int:
@@ -295,15 +295,7 @@ class PolicyKV:
             relock=hold.receipt,
         )
         hold.private -= handed
-        receipt = result.receipt
-        if receipt is None or receipt.locked_tokens != len(prefix):
-            locked = receipt.locked_tokens if receipt is not None else 0
-            raise RuntimeError(
-                f"kvcache moved the lock of request {rid!r} onto {locked} of the {len(prefix)} "
-                "tokens it had just cached (a bug in kvcache)"
-            )
-        hold.receipt = receipt
-        hold.pos = len(prefix)
+        self._adopt_lock(rid, hold, result.receipt, len(prefix))
 
     def release(self, rid: str, token_ids: TokenSeq, computed_tokens: int) -> None:
         self.commit(rid, token_ids, computed_tokens)
@@ -384,17 +376,18 @@ class PolicyKV:
         session = hold.session if hold.session in self._open else None
         self._policy.match_prefix(_query(hold.ids), self._clock.now(), session_id=session)
 
-    def _relock(self, hold: _Hold, prefix: Tokens) -> None:
-        """Move the request's lock to the (device-resident) `prefix`, then drop the old one."""
-        receipt = self._policy.lock(prefix)
-        if receipt.locked_tokens != len(prefix):
+    def _adopt_lock(
+        self, rid: str, hold: _Hold, receipt: LockReceipt | None, prefix_tokens: int
+    ) -> None:
+        """Take the lock kvcache moved onto the request's `prefix_tokens` (now on device)."""
+        locked = receipt.locked_tokens if receipt is not None else 0
+        if receipt is None or locked != prefix_tokens:
             raise RuntimeError(
-                f"kvcache locked {receipt.locked_tokens} of {len(prefix)} tokens it had just "
-                "made device-resident (a bug in kvcache)"
+                f"kvcache moved the lock of request {rid!r} onto {locked} of the "
+                f"{prefix_tokens} tokens it had just made device-resident (a bug in kvcache)"
             )
-        self._policy.unlock(hold.receipt)
         hold.receipt = receipt
-        hold.pos = len(prefix)
+        hold.pos = prefix_tokens
 
     def _note_eviction(self, result: AllocationResult) -> None:
         self._pending_d2h += result.offloaded_tokens
