@@ -334,15 +334,18 @@ class RolloutScheduler:
 
     def _waiting_in_order(self, *, high_only: bool = False) -> Iterator[_Entry]:
         """Waiting samples level by level, FIFO within a level (a snapshot per level)."""
+        by_level: dict[QueueLevel, list[dict[str, _Entry]]] = {}
+        for (group_id, kind), queue in self._queues.items():  # one pass, not one per level
+            level = _LEVELS[kind, self._assignment.is_critical(group_id)]
+            by_level.setdefault(level, []).append(queue)
         for level in QueueLevel:
             high = level in (QueueLevel.INTERRUPTED_HIGH, QueueLevel.BACK_FROM_ENV_HIGH)
             if high_only and not high:
                 return
-            streams = [
-                list(queue.values())
-                for (group_id, kind), queue in self._queues.items()
-                if _LEVELS[kind, self._assignment.is_critical(group_id)] is level
-            ]
+            queues = by_level.get(level)
+            if not queues:
+                continue
+            streams = [list(queue.values()) for queue in queues]
             yield from heapq.merge(*streams, key=lambda entry: entry.queue_seq)
 
     def _has_free_slot(self) -> bool:
