@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import io
+import shlex
 import tarfile
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -144,9 +146,10 @@ class DockerSandbox:
     async def write_file(self, path: str, content: bytes) -> None:
         self._check_usable()
         target = self._absolute(path)
-        archive = _single_file_tar(target.relative_to("/"), content)
+        owner = await self._prepare_write(target)
+        archive = _single_file_tar(target.name, content, owner)
         try:
-            ok = await asyncio.to_thread(self._container.put_archive, "/", archive)
+            ok = await asyncio.to_thread(self._container.put_archive, str(target.parent), archive)
         except docker.errors.NotFound as exc:
             raise self._died(exc) from exc
         except docker.errors.APIError as exc:
@@ -178,6 +181,27 @@ class DockerSandbox:
             return
         self._closed = True
         await self._remove_quietly()
+
+    async def _prepare_write(self, target: PurePosixPath) -> _FileOwner:
+        """Create `target`'s directory; return the mode and owner to write it with.
+
+        A replaced file keeps its mode and owner (an edited script stays executable, as with
+        `LocalSandbox`); a new one is 0644 root. The archive then holds the file alone, so no
+        existing directory has its mode or owner reset by the extraction.
+        """
+        parent, name = shlex.quote(str(target.parent)), shlex.quote(str(target))
+        result = await self.exec(
+            f"mkdir -p {parent} && {{ stat -L -c '%a %u %g' {name} 2>/dev/null || true; }}",
+            timeout_s=self._exec_limits.file_op_timeout_s,
+        )
+        if result.exit_code != 0:
+            raise SandboxError(
+                f"could not create the directory {target.parent}: {result.output.strip()}"
+            )
+        fields = result.output.split()
+        if len(fields) != 3:
+            return _NEW_FILE
+        return _FileOwner(int(fields[0], 8), int(fields[1]), int(fields[2]))
 
     # -- blocking helpers (worker threads) ----------------------------------------------------
 
@@ -279,17 +303,25 @@ def _run_container(
         ) from exc
 
 
-def _single_file_tar(relative_path: PurePosixPath, content: bytes) -> bytes:
+@dataclass(frozen=True, slots=True)
+class _FileOwner:
+    """Mode and owner a written file gets."""
+
+    mode: int
+    uid: int
+    gid: int
+
+
+_NEW_FILE = _FileOwner(0o644, 0, 0)
+
+
+def _single_file_tar(name: str, content: bytes, owner: _FileOwner) -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as archive:
-        for parent in reversed(relative_path.parents[:-1]):  # create missing directories
-            info = tarfile.TarInfo(str(parent))
-            info.type = tarfile.DIRTYPE
-            info.mode = 0o755
-            archive.addfile(info)
-        info = tarfile.TarInfo(str(relative_path))
+        info = tarfile.TarInfo(name)
         info.size = len(content)
-        info.mode = 0o644
+        info.mode = owner.mode
+        info.uid, info.gid = owner.uid, owner.gid
         info.mtime = int(time.time())
         archive.addfile(info, io.BytesIO(content))
     return buffer.getvalue()

@@ -22,6 +22,12 @@ class ExecLimits(FrozenConfig):
         "the command (the in-sandbox `timeout` normally fires first; a host-side timeout alone "
         "would leave the process running, see reference/swe-envs.md §7)",
     )
+    file_op_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="seconds a file write may spend preparing its target (creating the parent "
+        "directory, reading the mode and owner it keeps)",
+    )
     output_head_bytes: int = Field(16_384, ge=0, description="bytes kept from the start of output")
     output_tail_bytes: int = Field(16_384, ge=0, description="bytes kept from the end of output")
 

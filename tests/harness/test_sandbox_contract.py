@@ -80,6 +80,23 @@ async def test_files_round_trip_and_parents_are_created(sandbox: Sandbox) -> Non
     assert await sandbox.read_file("deep/dir/file.bin") == payload
 
 
+async def test_rewriting_a_file_keeps_its_mode(sandbox: Sandbox) -> None:
+    await sandbox.write_file("run.sh", b"#!/bin/sh\necho one\n")
+    assert (await sandbox.exec("chmod 754 run.sh && ./run.sh", timeout_s=10)).output == "one\n"
+    await sandbox.write_file("run.sh", b"#!/bin/sh\necho two\n")  # an editor's rewrite
+    result = await sandbox.exec("./run.sh && stat -c %a run.sh", timeout_s=10)
+    assert result.output == "two\n754\n"
+
+
+async def test_a_new_file_is_0644_and_its_existing_directories_keep_their_modes(
+    sandbox: Sandbox,
+) -> None:
+    await sandbox.exec("mkdir -p shared && chmod 1777 shared", timeout_s=10)
+    await sandbox.write_file("shared/new.txt", b"x")
+    result = await sandbox.exec("stat -c %a shared shared/new.txt", timeout_s=10)
+    assert result.output.split() == ["1777", "644"]
+
+
 async def test_reading_a_missing_file_raises_file_not_found(sandbox: Sandbox) -> None:
     with pytest.raises(FileNotFoundError):
         await sandbox.read_file("no/such/file")
