@@ -167,11 +167,19 @@ class AgentLoop:
             self._emit(Phase.PRE_GEN, waited_from_s, data, end_s=began_s)
             result = await self._generate(ticket)
             ended_s = self._now()
-            turn.gen_s += ended_s - began_s
+            # Time queued inside the engine is a wait for a slot too (T_pre_gen), whichever
+            # layer did the queueing: it is counted as such for every policy alike.
+            forward_from_s = min(ended_s, began_s + result.queued_s)
+            if forward_from_s > began_s:
+                turn.pre_gen_s += forward_from_s - began_s
+                self._emit(
+                    Phase.PRE_GEN, began_s, {**data, "in_engine": True}, end_s=forward_from_s
+                )
+            turn.gen_s += ended_s - forward_from_s
             self._record.append_generated(
                 result.output_ids, result.output_logprobs, result.weight_version
             )
-            self._emit(Phase.GEN, began_s, {**data, **_result_data(result)}, end_s=ended_s)
+            self._emit(Phase.GEN, forward_from_s, {**data, **_result_data(result)}, end_s=ended_s)
             if result.finish_reason is not FinishReason.ABORT:
                 turn.finish_reason = result.finish_reason
                 turn.span = self._record.end_turn()

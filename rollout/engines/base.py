@@ -91,8 +91,13 @@ class GenerateResult:
     cached_tokens: int = 0
     weight_version: int = 0
     num_retractions: int = 0
+    # Seconds the request waited in the engine's queue, not computing (SGLang's
+    # `meta_info.queue_time` where the server reports it; 0.0 when the engine does not say).
+    queued_s: float = 0.0
 
     def __post_init__(self) -> None:
+        if self.queued_s < 0:
+            raise EngineError(f"request {self.rid}: queued_s must be >= 0, got {self.queued_s}")
         if len(self.output_ids) != len(self.output_logprobs):
             raise EngineError(
                 f"request {self.rid}: {len(self.output_ids)} output ids but "

@@ -4,10 +4,20 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import replace
 
+import pytest
+
+from harness.events import Phase, StepEvent
 from rollout.agent_loop import AgentLoop
 from rollout.config import SchedulerConfig
-from rollout.engines.base import EngineStats, FinishReason, KVHintKind
+from rollout.engines.base import (
+    EngineStats,
+    FinishReason,
+    GenerateRequest,
+    GenerateResult,
+    KVHintKind,
+)
 from rollout.engines.sim import build_sim_engine
 from rollout.env_session import EnvSession, EnvSessionError, SampleRef
 from rollout.scheduler import RolloutScheduler
@@ -190,3 +200,40 @@ def test_turn_boundaries_report_progress_for_the_predictor() -> None:
     assert host.progress[-1].gen_tokens == sum(
         t.gen_end - t.gen_start for t in trajectory.turns[:2]
     )
+
+
+class _QueueingEngine(FlakyEngine):
+    """Holds every request `queue_s` before the inner engine sees it, and says so."""
+
+    queue_s = 2.0
+
+    async def generate(self, request: GenerateRequest) -> GenerateResult:
+        await asyncio.sleep(self.queue_s)
+        result = await super().generate(request)
+        return replace(result, queued_s=result.queued_s + self.queue_s)
+
+
+def test_time_queued_inside_the_engine_counts_as_pre_gen_not_gen() -> None:
+    async def main() -> tuple[Trajectory, list[StepEvent]]:
+        workload = workload_config(1, THREE_TURNS)
+        synthetic = SyntheticWorkload(workload, seed=5)
+        token_model = synthetic.token_model()
+        engine = _QueueingEngine(build_sim_engine(engine_config(), model_config(), token_model))
+        host = RecordingHost({engine.name: engine})
+        events: list[StepEvent] = []
+        host.bus.subscribe(events.append)
+        sessions = SimWorkloadSessions(synthetic, token_model, bus=host.bus, clock=host.clock)
+        trajectory = await AgentLoop(SAMPLE, sessions, host, loop_config(workload)).run()
+        await engine.aclose()
+        return trajectory, events
+
+    trajectory, events = run_virtual(main())
+    queued = [e for e in events if e.phase is Phase.PRE_GEN and e.data.get("in_engine")]
+    generated = [e for e in events if e.phase is Phase.GEN]
+    assert len(queued) == len(generated) == 3
+    for wait, gen in zip(queued, generated, strict=True):
+        assert wait.end_s - wait.start_s == pytest.approx(_QueueingEngine.queue_s)
+        assert gen.start_s == pytest.approx(wait.end_s)  # the forward starts when the wait ends
+    for turn in trajectory.turns:
+        assert turn.pre_gen_s > _QueueingEngine.queue_s - 1e-9
+        assert turn.gen_s > 0

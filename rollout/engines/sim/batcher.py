@@ -79,8 +79,10 @@ class Batcher:
         kv: KVBackend,
         token_model: TokenModel,
         on_empty: Callable[[], None],
+        now: Callable[[], float],
     ) -> None:
         self._config = config
+        self._now = now  # the engine's simulated time (queue waits are measured on it)
         self._model = model
         self._kv = kv
         self._tokens = token_model
@@ -119,6 +121,7 @@ class Batcher:
         by_priority = self._config.schedule_policy is SchedulePolicy.PRIORITY
         rank = -sim.request.priority if by_priority else 0
         sim.epoch += 1
+        sim.start_waiting(self._now())
         heapq.heappush(self._waiting, (rank, sim.seq, sim.epoch, sim))
         self.waiting_count += 1
 
@@ -183,6 +186,8 @@ class Batcher:
             # Admitted prefills cannot get memory and nothing decodes to free any: give the
             # newest one's KV back so the others can finish (SGLang would hit OOM here).
             self.retract(self.prefilling[-1])
+        for chunk in chunks:
+            chunk.request.stop_waiting(now)  # its forward starts: the wait (if any) ends
         return chunks
 
     def _admit_waiting(self, now: float, budget: int, chunks: list[Chunk]) -> None:
@@ -468,6 +473,7 @@ class Batcher:
 
     def finish(self, sim: SimRequest, reason: FinishReason) -> None:
         """Return `sim`'s result to its caller and release its KV (cached as SGLang does)."""
+        sim.stop_waiting(self._now())  # aborted before its next forward
         self._leave(sim)
         self._tokens.on_finish(sim.request, sim.generated, reason)
         if reason is FinishReason.ABORT:

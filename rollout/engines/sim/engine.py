@@ -69,7 +69,9 @@ class SimEngine:
         self._tokens = token_model
         self._clock = LoopClock()
         self._drained = asyncio.Event()
-        self._batch = Batcher(config, model, kv, token_model, on_empty=self._drained.set)
+        self._batch = Batcher(
+            config, model, kv, token_model, on_empty=self._drained.set, now=self._sync_now
+        )
         self._seq = itertools.count()
         self._now_s = 0.0
         self._resumed = asyncio.Event()

@@ -37,6 +37,7 @@ class SimRequest:
         "max_new",
         "plan",
         "prefilled",
+        "queued_s",
         "ready_at_s",
         "request",
         "retractions",
@@ -44,6 +45,7 @@ class SimRequest:
         "stage",
         "stop_reason",
         "target",
+        "waiting_since_s",
     )
 
     def __init__(
@@ -77,6 +79,8 @@ class SimRequest:
         self.retractions = 0
         self.abort_requested = False
         self.epoch = 0  # bumped on every push into the waiting queue (lazy deletion)
+        self.queued_s = 0.0  # time spent waiting for a forward, over every wait so far
+        self.waiting_since_s: float | None = None  # start of the current wait (None: computing)
 
     @property
     def rid(self) -> str:
@@ -102,6 +106,17 @@ class SimRequest:
             return self.request.input_ids
         return self.request.input_ids + self.plan.output_ids[: self.generated]
 
+    def start_waiting(self, now_s: float) -> None:
+        """A wait for the next forward starts (arrival, retraction, preemption)."""
+        if self.waiting_since_s is None:
+            self.waiting_since_s = now_s
+
+    def stop_waiting(self, now_s: float) -> None:
+        """The wait ends: a forward computes this request (or it leaves)."""
+        if self.waiting_since_s is not None:
+            self.queued_s += max(0.0, now_s - self.waiting_since_s)
+            self.waiting_since_s = None
+
     def requeue(self) -> None:
         """Back to waiting after a retraction or preemption: re-prefill prompt + output so far."""
         self.stage = Stage.WAITING
@@ -121,4 +136,5 @@ class SimRequest:
             cached_tokens=max(0, self.cached_tokens),
             weight_version=weight_version,
             num_retractions=self.retractions,
+            queued_s=self.queued_s,
         )

@@ -219,6 +219,23 @@ def test_without_preemption_a_high_priority_arrival_waits_for_the_running_reques
     assert low_done < high_done
 
 
+def test_a_request_reports_how_long_it_queued_before_its_first_forward() -> None:
+    engine = make_engine(FixedTokens({"first": 50, "second": 5}), max_running_requests=1)
+
+    async def main() -> tuple[GenerateResult, float, GenerateResult, float]:
+        first = asyncio.create_task(timed(engine, request("first", prompt(0, 500))))
+        await asyncio.sleep(0)
+        second, second_done = await timed(engine, request("second", prompt(10**6, 500)))
+        first_result, first_done = await first
+        return first_result, first_done, second, second_done
+
+    first, first_done, second, second_done = run_virtual(main())
+    assert first.queued_s == 0.0  # an idle engine starts it at once
+    # The single slot frees when `first` finishes: that whole time was spent queued.
+    assert second.queued_s == pytest.approx(first_done, rel=1e-9)
+    assert 0 < second.queued_s < second_done
+
+
 def test_a_prefix_evicted_to_host_is_loaded_back_over_the_link_before_its_prefill() -> None:
     tokens = FixedTokens(default=1)
     engine = make_engine(tokens, capacity_tokens=4096, host_tokens=8192, max_running_requests=1)
