@@ -17,6 +17,7 @@ All commands use paths relative to the sandbox workdir (a local sandbox maps onl
 from __future__ import annotations
 
 import asyncio
+import re
 import secrets
 import shlex
 from collections.abc import Awaitable, Callable
@@ -44,6 +45,7 @@ GradingSandboxFactory = Callable[[GradableTask], Awaitable[Sandbox]]
 """Makes a fresh sandbox from the task's image; the grader closes it when done."""
 
 _APPLY_METHOD_PREFIX = "APPLY_METHOD="
+_PATCH_BYTES_PREFIX = "PATCH_BYTES="
 # git as the grader runs it: settings of the repository (which the agent controls) that would
 # change what a diff looks like are overridden; external diff drivers and textconv are off.
 _GIT = (
@@ -111,13 +113,14 @@ class Grader:
             )
         diffed = await sandbox.exec(
             f"{drop}{_GIT} diff {_DIFF_OPTIONS} --binary {base} > {scratch}/agent.patch && "
-            f"wc -c < {scratch}/agent.patch",
+            f"echo && echo {_PATCH_BYTES_PREFIX}$(wc -c < {scratch}/agent.patch)",
             timeout_s=self._config.git_timeout_s,
         )
-        size_text = diffed.output.strip().splitlines()[-1:] if diffed.exit_code == 0 else []
-        if not size_text or not size_text[0].isdigit():
+        # A marker, not "the last line": git's stderr arrives as its own stream and may share it.
+        sizes = re.findall(rf"{_PATCH_BYTES_PREFIX}\s*(\d+)", diffed.output)
+        if diffed.exit_code != 0 or not sizes:
             return InfraError("patch_extraction_failed", f"git diff failed: {diffed.output[-500:]}")
-        size_bytes = int(size_text[0])
+        size_bytes = int(sizes[-1])
         if size_bytes > self._config.max_patch_bytes:
             return AgentPatch(b"", changed, discarded, size_bytes, too_large=True)
         diff = await sandbox.read_file(f"{scratch}/agent.patch") if size_bytes else b""
@@ -282,18 +285,19 @@ def _apply_script(patch_path: str, fuzz_lines: int) -> str:
         ("patch_fuzz", f"patch --batch --fuzz={fuzz_lines} -p1 -i {path}"),
     ]
     reset = "git reset -q --hard && git clean -fdq"
+    # `2>&1`: git reports on stderr, which reaches us as a separate stream; merged here, the
+    # marker cannot land in the middle of git's "Checking patch ..." line.
     lines = [
-        f"if {command}; then echo {_APPLY_METHOD_PREFIX}{name}; exit 0; fi; {reset}"
+        f"if {command} 2>&1; then echo; echo {_APPLY_METHOD_PREFIX}{name}; exit 0; fi; {reset}"
         for name, command in attempts
     ]
     return "\n".join([*lines, "exit 1"])
 
 
 def _apply_method(output: str) -> str | None:
-    for line in reversed(output.splitlines()):
-        if line.startswith(_APPLY_METHOD_PREFIX):
-            return line[len(_APPLY_METHOD_PREFIX) :].strip()
-    return None
+    """The method the apply script reported (the last marker, wherever it lands in a line)."""
+    found = re.findall(rf"{re.escape(_APPLY_METHOD_PREFIX)}(\w+)", output)
+    return found[-1] if found else None
 
 
 def _prepare_tests_script(base_commit: str, test_files: list[str], test_patch_path: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from envs.swe.config import GradingConfig
-from envs.swe.grader import AgentPatch, Grader
+from envs.swe.grader import AgentPatch, Grader, _apply_method
 from envs.swe.grading_log import parse_pytest_log
 from envs.swe.tasks import SWETask
 from harness.clock import ManualClock
@@ -193,3 +193,15 @@ async def test_repository_diff_settings_cannot_hide_or_forge_the_patch(
     patch = await extract(bed, tiny_task, sandbox)
     assert "forged" not in patch.text
     assert "--- a/calc/ops.py" in patch.text and "+    return a + b" in patch.text
+
+
+def test_the_apply_method_is_found_when_git_stderr_shares_its_line() -> None:
+    # Seen on Docker: stdout and stderr arrive as separate streams, so the script's marker can
+    # land in the middle of git's own "Checking patch ..." line.
+    interleaved = (
+        "Checking patch moneta/money.py...APPLY_METHOD=git_apply\n\n"
+        "Applied patch moneta/money.py cleanly.\n"
+    )
+    assert _apply_method(interleaved) == "git_apply"
+    assert _apply_method("error: patch failed\nAPPLY_METHOD=patch_fuzz\n") == "patch_fuzz"
+    assert _apply_method("error: patch failed: a.py:3\n") is None
