@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvcache.tree import RadixTree
+from kvcache.tree import RadixTree, TreeNode, diverging_paths
 
 
 def grow(tree: RadixTree, tokens: tuple[int, ...]) -> None:
@@ -92,3 +92,36 @@ def test_unlinking_a_node_with_children_is_refused() -> None:
     (upper,) = tree.root.children.values()
     with pytest.raises(ValueError, match="leaf-up"):
         tree.unlink(upper)
+
+
+def leaf_of(tree: RadixTree, tokens: tuple[int, ...]) -> TreeNode:
+    steps = tree.walk(tokens)
+    assert sum(step.matched_tokens for step in steps) == len(tokens)
+    return steps[-1].node
+
+
+def test_diverging_paths_are_the_nodes_below_the_common_ancestor() -> None:
+    tree = RadixTree(page_size=2)
+    grow(tree, (1, 2, 3, 4, 5, 6))
+    grow(tree, (1, 2, 3, 4, 7, 8))
+    grow(tree, (9, 9))
+    old, new = leaf_of(tree, (1, 2, 3, 4, 5, 6)), leaf_of(tree, (1, 2, 3, 4, 7, 8))
+    assert diverging_paths(old, new) == ([old], [new])
+    longer = leaf_of(tree, (1, 2, 3, 4))
+    assert diverging_paths(longer, old) == ([], [old])  # a context that grew: only the new node
+    assert diverging_paths(old, old) == ([], [])
+    other = leaf_of(tree, (9, 9))
+    old_only, new_only = diverging_paths(old, other)
+    assert new_only == [other]
+    assert [node.key for node in old_only] == [(5, 6), (1, 2, 3, 4)]  # bottom-up, root excluded
+
+
+def test_a_walk_can_start_below_a_node_known_to_hold_the_prefix() -> None:
+    tree = RadixTree(page_size=2)
+    grow(tree, (1, 2, 3, 4, 5, 6))
+    grow(tree, (1, 2, 9, 9))  # splits off a (1, 2) node
+    top = leaf_of(tree, (1, 2))
+    tokens = (1, 2, 3, 4, 5, 6)
+    assert [step.node.key for step in tree.walk(tokens, start=top, offset=2)] == [(3, 4, 5, 6)]
+    assert tree.depth_tokens(top) == 2
+    assert sum(step.matched_tokens for step in tree.walk(tokens, 4)) == 4  # `end` cuts the walk
