@@ -39,6 +39,8 @@ METRIC_EXPLANATIONS: Mapping[str, str] = MappingProxyType(
         "E_rollout": (
             "Σ(T_gen + T_act) / Σ(T_pre_gen + T_gen + T_pre_act + T_act) over all samples: the "
             "share of sample time spent generating or running tools rather than waiting. "
+            "T_pre_gen includes the time a request queued inside the engine before its first "
+            "forward (as the engine reports it), so every policy's queueing counts alike. "
             "T_env_init is left out because it overlaps the first generation."
         ),
         "engine busy fraction": (
