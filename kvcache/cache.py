@@ -144,13 +144,9 @@ class TieredCache:
         return sum(self._host_reclaimable[: max_class + 1])
 
     # ----------------------------------------------------------------- lookups
-    def match(self, tokens: Tokens) -> CacheMatch:
-        """Cached prefix of page-aligned `tokens`; no side effects."""
-        return self.match_steps(self.tree.walk(tokens))
-
     @staticmethod
     def match_steps(walked: list[PathStep]) -> CacheMatch:
-        """The match a walk found (lets one walk serve both a lookup and a lock)."""
+        """The cached prefix a walk found, by tier (one walk can serve a lookup and a lock)."""
         steps = tuple(walked)
         device = host = 0
         ready = 0.0
@@ -169,10 +165,6 @@ class TieredCache:
                 step.node.last_access_s = now_s
 
     # ----------------------------------------------------------------- locks
-    def lock(self, tokens: Tokens) -> LockReceipt:
-        """Lock the device-resident prefix of `tokens` against eviction."""
-        return self.lock_steps(self.tree.walk(tokens))
-
     def lock_steps(self, steps: list[PathStep]) -> LockReceipt:
         """Lock the device-resident part of a walk made since the last change to the tree."""
         last: TreeNode | None = None
@@ -192,23 +184,12 @@ class TieredCache:
 
     def unlock(self, receipt: LockReceipt) -> None:
         """Release a lock; each receipt exactly once."""
-        node = self._receipts.pop(receipt.receipt_id, None)
-        if node is None:
-            raise ReceiptError(
-                f"lock receipt {receipt.receipt_id} is unknown: it was already released or was "
-                "issued by another cache; release each receipt exactly once"
-            )
-        self._dec_lock(node)
+        self._dec_lock(self._locked_node(receipt, release=True))
 
     def move_lock(self, receipt: LockReceipt, node: TreeNode) -> LockReceipt:
         """Trade `receipt` for a lock on root..`node` (device-resident), touching only the
         nodes where the two paths differ (SGLang's dec/inc_lock_ref pair after a chunk)."""
-        old = self._receipts.pop(receipt.receipt_id, None)
-        if old is None:
-            raise ReceiptError(
-                f"lock receipt {receipt.receipt_id} is unknown: it was already released or was "
-                "issued by another cache; release each receipt exactly once"
-            )
+        old = self._locked_node(receipt, release=True)
         old_only, new_only = diverging_paths(old, node)
         for current in new_only:
             if not current.on_device:
@@ -219,6 +200,16 @@ class TieredCache:
         receipt_id = next(self._receipt_ids)
         self._receipts[receipt_id] = node
         return LockReceipt(receipt_id, self.tree.depth_tokens(node))
+
+    def _locked_node(self, receipt: LockReceipt, *, release: bool) -> TreeNode:
+        """The node `receipt` locks (forgotten with `release`); ReceiptError if not held."""
+        node = (self._receipts.pop if release else self._receipts.get)(receipt.receipt_id, None)
+        if node is None:
+            raise ReceiptError(
+                f"lock receipt {receipt.receipt_id} is unknown: it was already released or was "
+                "issued by another cache; release each receipt exactly once"
+            )
+        return node
 
     def locked_nodes(self) -> list[TreeNode]:
         """The deepest node of every outstanding lock (for invariant checks)."""
@@ -437,12 +428,7 @@ class TieredCache:
         a prefix of `tokens[:limit]` (its last page is checked), else at the root."""
         if below is None:
             return self.tree.root, 0
-        node = self._receipts.get(below.receipt_id)
-        if node is None:
-            raise ReceiptError(
-                f"lock receipt {below.receipt_id} is unknown: it was already released or was "
-                "issued by another cache; pass a lock the request still holds"
-            )
+        node = self._locked_node(below, release=False)
         depth = self.tree.depth_tokens(node)
         if node.parent is None or depth > limit:
             return self.tree.root, 0

@@ -97,10 +97,6 @@ class RadixTree:
         self._next_id = 1
         self.node_count = 0  # excluding the root
 
-    def aligned(self, token_ids: tuple[int, ...]) -> Tokens:
-        """The whole-page prefix of `token_ids`: only whole pages are cached."""
-        return token_ids[: len(token_ids) - len(token_ids) % self.page_size]
-
     def depth_tokens(self, node: TreeNode) -> int:
         """Tokens on the path from the root to `node` (its depth in tokens)."""
         tokens = 0
