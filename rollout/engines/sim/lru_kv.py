@@ -181,15 +181,7 @@ class LRURadixKV:
         return LoadBack(tokens)
 
     def reserve(self, rid: str, tokens: int, priority: int) -> int:
-        hold = self._hold(rid)
-        if tokens <= 0:
-            return 0
-        short = self._make_device_room(tokens)
-        if short:
-            return short
-        hold.private += tokens
-        self._private += tokens
-        return 0
+        return self.reserve_each((rid,), tokens, priority)
 
     def reserve_each(self, rids: Sequence[str], tokens: int, priority: int) -> int:
         holds = [self._hold(rid) for rid in rids]

@@ -241,16 +241,7 @@ class PolicyKV:
         return LoadBack(result.loaded_tokens)
 
     def reserve(self, rid: str, tokens: int, priority: int) -> int:
-        hold = self._hold(rid)
-        if tokens <= 0:
-            return 0
-        self._count(hold)
-        result = self._policy.reserve(tokens, self._priority(priority), self._clock.now())
-        self._note_eviction(result)
-        if not result.ok:
-            return max(1, result.shortfall_tokens)
-        hold.private += tokens
-        return 0
+        return self.reserve_each((rid,), tokens, priority)
 
     def reserve_each(self, rids: Sequence[str], tokens: int, priority: int) -> int:
         holds = [self._hold(rid) for rid in rids]
