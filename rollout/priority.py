@@ -140,6 +140,10 @@ class CriticalGroupTracker:
     admission and every turn boundary), `sample_finished`, `group_ready` when all samples are
     rewarded and `group_consumed` when the trainer took it; then `assignment(step)`.
     A sample without a prediction yet counts as infinitely expensive.
+
+    Called on every turn boundary, so it keeps each group's closure cost current and returns
+    the previous assignment when no input of `assign_priorities` changed (most predictions
+    move a sample that is not its group's slowest, which changes no cost).
     """
 
     def __init__(self, admission: AdmissionConfig, priority: PriorityConfig) -> None:
@@ -151,6 +155,10 @@ class CriticalGroupTracker:
         self._sample_group: dict[str, str] = {}
         self._ready: set[str] = set()
         self._next_order = 0
+        # Unfinished groups. Each status's largest entry (its closure cost) is current; the
+        # other entries are refreshed with it (they do not enter the assignment).
+        self._statuses: dict[str, GroupStatus] = {}
+        self._last: tuple[int, PriorityAssignment] | None = None  # (training step, assignment)
 
     @property
     def ready_groups(self) -> int:
@@ -167,19 +175,30 @@ class CriticalGroupTracker:
         for sample_id in group.sample_ids():
             self._sample_group[sample_id] = group.group_id
             self._remaining[group.group_id][sample_id] = math.inf
+        self._restate(group.group_id)
 
     def set_remaining(self, sample_id: str, work_s: float) -> None:
         group_id = self._group_of(sample_id)
-        if sample_id not in self._remaining[group_id]:
+        remaining = self._remaining[group_id]
+        if sample_id not in remaining:
             raise SchedulerError(f"sample {sample_id} already finished; it has no remaining work")
-        self._remaining[group_id][sample_id] = work_s
+        before = remaining[sample_id]
+        remaining[sample_id] = work_s
+        status = self._statuses.get(group_id)
+        cost = math.inf if status is None else closure_cost_s(status.remaining_work_s)
+        if work_s > cost or (before == cost and work_s != before):
+            self._restate(group_id)  # the group's slowest sample moved: its cost did
 
     def sample_finished(self, sample_id: str) -> None:
-        self._remaining[self._group_of(sample_id)].pop(sample_id, None)
+        group_id = self._group_of(sample_id)
+        if self._remaining[group_id].pop(sample_id, None) is not None:
+            self._restate(group_id)
 
     def group_ready(self, group_id: str) -> None:
         self._require(group_id)
         self._ready.add(group_id)
+        self._statuses.pop(group_id, None)
+        self._last = None
 
     def group_consumed(self, group_id: str) -> None:
         """The trainer took the group (or it was discarded): forget it."""
@@ -188,25 +207,34 @@ class CriticalGroupTracker:
         for sample_id in group.sample_ids():
             self._sample_group.pop(sample_id, None)
         del self._groups[group_id], self._order[group_id], self._remaining[group_id]
+        self._statuses.pop(group_id, None)
+        self._last = None
 
     def assignment(self, training_step: int) -> PriorityAssignment:
-        """Recompute the critical groups among the unfinished (not ready) groups."""
-        statuses = [
-            GroupStatus(
-                group_id=group_id,
-                admitted_step=group.admitted_step,
-                admission_order=self._order[group_id],
-                remaining_work_s=tuple(self._remaining[group_id].values()),
-            )
-            for group_id, group in self._groups.items()
-            if group_id not in self._ready
-        ]
-        return assign_priorities(
-            statuses,
+        """The critical groups among the unfinished (not ready) groups, recomputed only when
+        a closure cost, the set of groups, the ready count or the training step changed."""
+        if self._last is not None and self._last[0] == training_step:
+            return self._last[1]
+        assignment = assign_priorities(
+            list(self._statuses.values()),
             ready_groups=len(self._ready),
             training_step=training_step,
             admission=self._admission,
             priority=self._priority,
+        )
+        self._last = (training_step, assignment)
+        return assignment
+
+    def _restate(self, group_id: str) -> None:
+        """Rebuild the status of an unfinished group after its closure cost changed."""
+        self._last = None
+        if group_id in self._ready:
+            return
+        self._statuses[group_id] = GroupStatus(
+            group_id=group_id,
+            admitted_step=self._groups[group_id].admitted_step,
+            admission_order=self._order[group_id],
+            remaining_work_s=tuple(self._remaining[group_id].values()),
         )
 
     def _group_of(self, sample_id: str) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rollout.config import AdmissionConfig, PriorityConfig
 from rollout.predictors.base import RemainingWork
@@ -150,3 +152,69 @@ class TestTracker:
         tracker.group_ready("g1")
         tracker.group_consumed("g1")
         assert (tracker.ready_groups, "g1" in tracker.assignment(5).ranks) == (0, False)
+
+
+class TestTrackerMatchesAFreshComputation:
+    """The tracker recomputes only when a closure cost changed; it must never return a stale
+    assignment. Checked against `assign_priorities` on the exact inputs after every operation."""
+
+    @staticmethod
+    def fresh(tracker: CriticalGroupTracker, remaining: dict[str, dict[str, float]], step: int):
+        groups = [
+            group(group_id, *work.values(), order=index)
+            for index, (group_id, work) in enumerate(remaining.items())
+        ]
+        return assign_priorities(
+            groups,
+            ready_groups=tracker.ready_groups,
+            training_step=step,
+            admission=ADMISSION,
+            priority=PRIORITY,
+        )
+
+    @settings(max_examples=150, deadline=None)
+    @given(
+        st.lists(
+            st.tuples(
+                st.sampled_from(["set", "set", "set", "finish", "ready", "step"]),
+                st.integers(0, 3),
+                st.integers(0, 1),
+                st.sampled_from([1.0, 2.0, 3.0, 5.0, 8.0]),
+            ),
+            max_size=40,
+        )
+    )
+    def test_every_assignment_equals_assign_priorities_on_the_current_inputs(
+        self, operations: list[tuple[str, int, int, float]]
+    ) -> None:
+        tracker = CriticalGroupTracker(ADMISSION, PRIORITY)
+        names = [f"g{index}" for index in range(4)]
+        remaining: dict[str, dict[str, float]] = {}
+        for index, name in enumerate(names):
+            tracker.add_group(Group(name, prompt_index=index, size=2, admitted_step=5))
+            remaining[name] = {f"{name}-a0-s0": math.inf, f"{name}-a0-s1": math.inf}
+        step = 5
+        for kind, group_index, sample_index, work in operations:
+            name = names[group_index]
+            sample_id = f"{name}-a0-s{sample_index}"
+            if kind == "step":
+                step += 1
+            elif name not in remaining:
+                continue  # the group is ready: it left the candidates
+            elif kind == "ready":
+                tracker.group_ready(name)
+                del remaining[name]
+            elif sample_id in remaining[name]:
+                if kind == "set":
+                    tracker.set_remaining(sample_id, work)
+                    remaining[name][sample_id] = work
+                else:
+                    tracker.sample_finished(sample_id)
+                    del remaining[name][sample_id]
+            got, expected = tracker.assignment(step), self.fresh(tracker, remaining, step)
+            assert (got.critical, got.overdue, dict(got.ranks), dict(got.closure_costs_s)) == (
+                expected.critical,
+                expected.overdue,
+                dict(expected.ranks),
+                dict(expected.closure_costs_s),
+            )
