@@ -14,6 +14,7 @@ to evict, offload or load; this class decides nothing about sessions or time.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kvcache.accounting import KVAccounting
@@ -28,6 +29,7 @@ from kvcache.eviction_order import (
     host_reclaim_limit,
     should_offload,
 )
+from kvcache.page_keys import TokenSequence
 from kvcache.tree import PathStep, RadixTree, TreeNode, diverging_paths
 from kvcache.types import AllocationResult, InsertResult, LockReceipt, Priority
 
@@ -199,7 +201,7 @@ class TieredCache:
             self._unlock_node(current)
         receipt_id = next(self._receipt_ids)
         self._receipts[receipt_id] = node
-        return LockReceipt(receipt_id, self.tree.depth_tokens(node))
+        return LockReceipt(receipt_id, node.end)
 
     def _locked_node(self, receipt: LockReceipt, *, release: bool) -> TreeNode:
         """The node `receipt` locks (forgotten with `release`); ReceiptError if not held."""
@@ -369,7 +371,7 @@ class TieredCache:
     # ----------------------------------------------------------------- KV in/out
     def insert(
         self,
-        tokens: Tokens,
+        tokens: TokenSequence,
         now_s: float,
         reserved_tokens: int,
         *,
@@ -388,9 +390,11 @@ class TieredCache:
                 f"insert hands over {reserved_tokens} reserved tokens but only "
                 f"{self.reserved_tokens} are reserved; pass what `reserve` granted for this KV"
             )
+        tree = self.tree
         limit = len(tokens) if end is None else min(end, len(tokens))
-        top, offset = self._known_prefix(tokens, limit, below)
-        steps = self.tree.walk(tokens, limit, start=top, offset=offset)
+        keys = tree.page_keys(tokens, limit)
+        top, offset = self._known_prefix(keys, limit, below)
+        steps = tree.walk_keys(keys, limit // tree.page_size, top, offset // tree.page_size)
         new_tokens = limit - offset - self.match_steps(steps).device_tokens
         if new_tokens > reserved_tokens + self.free_device_tokens:
             raise CapacityError(
@@ -399,7 +403,7 @@ class TieredCache:
                 "for the KV a request computes before caching it"
             )
         self.reserved_tokens -= reserved_tokens
-        path = self._ensure_path(tokens, limit, steps, top, offset)
+        path = self._ensure_path(tokens, keys, limit, steps, top, offset)
         for node in path:
             if not node.on_device:
                 self._set_device(node, True)
@@ -422,17 +426,18 @@ class TieredCache:
         )
 
     def _known_prefix(
-        self, tokens: Tokens, limit: int, below: LockReceipt | None
+        self, keys: Sequence[int], limit: int, below: LockReceipt | None
     ) -> tuple[TreeNode, int]:
-        """Where an insert's walk may start: under the caller's locked node if that lock covers
-        a prefix of `tokens[:limit]` (its last page is checked), else at the root."""
+        """Where a walk over the page `keys` of `tokens[:limit]` may start: under the caller's
+        locked node if that lock covers a prefix of them (checked by its last page key, which
+        stands for the whole prefix), else at the root."""
         if below is None:
             return self.tree.root, 0
         node = self._locked_node(below, release=False)
-        depth = self.tree.depth_tokens(node)
+        depth = node.end
         if node.parent is None or depth > limit:
             return self.tree.root, 0
-        if tokens[depth - len(node.key) : depth] != node.key:
+        if keys[depth // self.tree.page_size - 1] != node.last_page_key:
             raise ReceiptError(
                 f"lock receipt {below.receipt_id} covers tokens that are not a prefix of the "
                 "inserted sequence; move a request's lock only onto its own continuation"
@@ -440,14 +445,16 @@ class TieredCache:
         return node, depth
 
     def host_chain(
-        self, tokens: Tokens, *, end: int | None = None, below: LockReceipt | None = None
+        self, tokens: TokenSequence, *, end: int | None = None, below: LockReceipt | None = None
     ) -> list[TreeNode]:
         """The host-only nodes of the cached prefix of `tokens[:end]`, top-down (splitting the
         last). `below`: a lock the caller holds on a prefix of `tokens` (see `insert`)."""
+        tree = self.tree
         limit = len(tokens) if end is None else min(end, len(tokens))
-        top, offset = self._known_prefix(tokens, limit, below)
+        keys = tree.page_keys(tokens, limit)
+        top, offset = self._known_prefix(keys, limit, below)
         chain: list[TreeNode] = []
-        for step in self.tree.walk(tokens, limit, start=top, offset=offset):
+        for step in tree.walk_keys(keys, limit // tree.page_size, top, offset // tree.page_size):
             node = step.node
             if node.on_device:
                 continue
@@ -655,10 +662,16 @@ class TieredCache:
         return upper
 
     def _ensure_path(
-        self, tokens: Tokens, limit: int, steps: list[PathStep], top: TreeNode, offset: int
+        self,
+        tokens: TokenSequence,
+        keys: Sequence[int],
+        limit: int,
+        steps: list[PathStep],
+        top: TreeNode,
+        offset: int,
     ) -> list[TreeNode]:
-        """Nodes below `top` (which covers `tokens[:offset]`) covering exactly `tokens[:limit]`,
-        walked as `steps`, splitting and adding as needed (no KV changes)."""
+        """Nodes below `top` (which covers `tokens[:offset]`) covering exactly `tokens[:limit]`
+        (page `keys`), walked as `steps`, splitting and adding as needed (no KV changes)."""
         tree = self.tree
         path: list[TreeNode] = []
         node = top
@@ -670,7 +683,10 @@ class TieredCache:
             offset += step.matched_tokens
             node = child
         if offset < limit:
-            path.append(tree.add_child(node, tokens[offset:limit]))
+            page = tree.page_size
+            path.append(
+                tree.add_child(node, tokens[offset:limit], keys[offset // page : limit // page])
+            )
         return path
 
     # ----------------------------------------------------------------- internals: counters

@@ -11,6 +11,7 @@ from collections import Counter
 from kvcache.cache import TieredCache
 from kvcache.errors import InvariantError
 from kvcache.eviction_order import EvictionClass, eviction_class
+from kvcache.page_keys import continue_page_keys
 from kvcache.tree import TreeNode
 from kvcache.types import Priority
 
@@ -112,8 +113,12 @@ def _node_problems(node: TreeNode, page: int) -> list[str]:
         problems.append(f"{node!r}: key of {len(node.key)} tokens is not whole pages of {page}")
     if node.tokens != len(node.key):
         problems.append(f"{node!r}: counts {node.tokens} tokens but its key holds {len(node.key)}")
-    if parent.children.get(node.key[:page]) is not node:
+    if tuple(node.page_keys) != tuple(continue_page_keys(node.key, page, parent.last_page_key)):
+        problems.append(f"{node!r}: its page keys do not chain its tokens onto its parent's")
+    elif parent.children.get(node.page_keys[0]) is not node:
         problems.append(f"{node!r}: not filed under its first page in its parent")
+    if node.end != parent.end + node.tokens:
+        problems.append(f"{node!r}: ends at token {node.end}, not {parent.end + node.tokens}")
     if not (node.on_device or node.on_host):
         problems.append(f"{node!r}: holds KV on no tier")
     if node.on_device and parent.parent is not None and not parent.on_device:

@@ -17,12 +17,12 @@ and clocks; transfers are returned as decisions for the engine to carry out.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from kvcache.accounting import KVStats
 from kvcache.config import KVCacheConfig
 from kvcache.hints import KVSessionHints
+from kvcache.page_keys import TokenSequence
 from kvcache.transfer import TransferModel
 from kvcache.types import (
     AllocationResult,
@@ -67,20 +67,20 @@ class KVPolicy(KVSessionHints, Protocol):
     def host_used_tokens(self) -> int: ...
 
     def match_prefix(
-        self, token_ids: Sequence[int], now_s: float, *, session_id: str | None = None
+        self, token_ids: TokenSequence, now_s: float, *, session_id: str | None = None
     ) -> PrefixMatch:
         """Look up a request's prompt: counts toward hit rates and refreshes LRU times."""
         ...
 
-    def peek_prefix(self, token_ids: Sequence[int]) -> PrefixMatch:
+    def peek_prefix(self, token_ids: TokenSequence) -> PrefixMatch:
         """Like `match_prefix` without side effects (for planning)."""
         ...
 
-    def lock(self, token_ids: Sequence[int]) -> LockReceipt:
+    def lock(self, token_ids: TokenSequence) -> LockReceipt:
         """Protect the device-resident prefix of `token_ids` until `unlock`."""
         ...
 
-    def lock_prefix(self, token_ids: Sequence[int]) -> LockedPrefix:
+    def lock_prefix(self, token_ids: TokenSequence) -> LockedPrefix:
         """`peek_prefix` and `lock` from one walk of the tree (admission's lookup and lock)."""
         ...
 
@@ -90,7 +90,7 @@ class KVPolicy(KVSessionHints, Protocol):
 
     def load_back(
         self,
-        token_ids: Sequence[int],
+        token_ids: TokenSequence,
         requester_priority: Priority,
         now_s: float,
         *,
@@ -116,7 +116,7 @@ class KVPolicy(KVSessionHints, Protocol):
 
     def insert(
         self,
-        token_ids: Sequence[int],
+        token_ids: TokenSequence,
         now_s: float,
         *,
         reserved_tokens: int = 0,

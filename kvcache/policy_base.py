@@ -6,13 +6,13 @@ Subclasses choose the eviction rules and requester limits and implement the sess
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import replace
 
 from kvcache.accounting import KVAccounting, KVStats, OccupancyTracker
 from kvcache.cache import CacheMatch, TieredCache, TierRules
 from kvcache.config import KVCacheConfig
 from kvcache.eviction_order import EvictionClass
+from kvcache.page_keys import TokenSequence
 from kvcache.sessions import SessionState, SessionTable
 from kvcache.transfer import Direction, TransferModel
 from kvcache.tree import PathStep, TreeNode
@@ -86,9 +86,9 @@ class CachePolicyBase:
 
     # ----------------------------------------------------------------- request path
     def match_prefix(
-        self, token_ids: Sequence[int], now_s: float, *, session_id: str | None = None
+        self, token_ids: TokenSequence, now_s: float, *, session_id: str | None = None
     ) -> PrefixMatch:
-        tokens = tuple(token_ids)
+        tokens = token_ids
         match = self._match(tokens)
         self._cache.touch(match.steps, now_s)
         cached = match.device_tokens + match.host_tokens
@@ -113,8 +113,8 @@ class CachePolicyBase:
             device_ready_at_s=match.device_ready_at_s,
         )
 
-    def peek_prefix(self, token_ids: Sequence[int]) -> PrefixMatch:
-        tokens = tuple(token_ids)
+    def peek_prefix(self, token_ids: TokenSequence) -> PrefixMatch:
+        tokens = token_ids
         match = self._match(tokens)
         return PrefixMatch(
             query_tokens=len(tokens),
@@ -124,11 +124,11 @@ class CachePolicyBase:
             device_ready_at_s=match.device_ready_at_s,
         )
 
-    def lock(self, token_ids: Sequence[int]) -> LockReceipt:
-        return self._cache.lock_steps(self._walk(tuple(token_ids)))
+    def lock(self, token_ids: TokenSequence) -> LockReceipt:
+        return self._cache.lock_steps(self._walk(token_ids))
 
-    def lock_prefix(self, token_ids: Sequence[int]) -> LockedPrefix:
-        tokens = tuple(token_ids)
+    def lock_prefix(self, token_ids: TokenSequence) -> LockedPrefix:
+        tokens = token_ids
         cache = self._cache
         steps = self._walk(tokens)
         match = cache.match_steps(steps)
@@ -149,13 +149,13 @@ class CachePolicyBase:
 
     def load_back(
         self,
-        token_ids: Sequence[int],
+        token_ids: TokenSequence,
         requester_priority: Priority,
         now_s: float,
         *,
         relock: LockReceipt | None = None,
     ) -> LoadBackResult:
-        tokens_in = tuple(token_ids)
+        tokens_in = token_ids
         chain = self._cache.host_chain(
             tokens_in, end=self._cache.tree.aligned_length(len(tokens_in)), below=relock
         )
@@ -213,14 +213,14 @@ class CachePolicyBase:
 
     def insert(
         self,
-        token_ids: Sequence[int],
+        token_ids: TokenSequence,
         now_s: float,
         *,
         reserved_tokens: int = 0,
         session_id: str | None = None,
         relock: LockReceipt | None = None,
     ) -> InsertResult:
-        tokens = tuple(token_ids)
+        tokens = token_ids
         state = self._sessions.get(session_id) if session_id is not None else None
         result, leaf = self._cache.insert(
             tokens,
@@ -251,12 +251,12 @@ class CachePolicyBase:
             reserved_tokens=self._cache.reserved_tokens,
         )
 
-    def _walk(self, tokens: tuple[int, ...]) -> list[PathStep]:
+    def _walk(self, tokens: TokenSequence) -> list[PathStep]:
         """Walk the whole pages of `tokens` (without copying them)."""
         tree = self._cache.tree
         return tree.walk(tokens, tree.aligned_length(len(tokens)))
 
-    def _match(self, tokens: tuple[int, ...]) -> CacheMatch:
+    def _match(self, tokens: TokenSequence) -> CacheMatch:
         return self._cache.match_steps(self._walk(tokens))
 
     def _record(self, now_s: float) -> None:

@@ -2,13 +2,17 @@
 
 Structure only. Tier residency, references and locks are fields on the node, but the rules that
 keep them consistent live in `kvcache.cache.TieredCache`, the tree's only writer. Every edge key
-is a non-empty whole number of pages, and siblings differ in their first page, which is the
-child's key in its parent's `children` map.
+is a non-empty whole number of pages, and siblings differ in their first page, whose page key
+(`kvcache.page_keys`: one integer per page standing for the whole prefix) is the child's key in
+its parent's `children` map. Lookups compare page keys, never tokens: a whole edge matches when
+its last page key does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+
+from kvcache.page_keys import ROOT_KEY, TokenSequence, continue_page_keys, page_keys
 
 __all__ = ["PathStep", "RadixTree", "TreeNode", "diverging_paths"]
 
@@ -21,6 +25,8 @@ class TreeNode:
     `lock_ref`, `high_ref` and `low_ref` count running requests, live high-priority sessions and
     live low-priority sessions whose context runs through the node (root-to-leaf coverage, so a
     node's counts are never below any child's). `on_device`/`on_host` say where its KV is.
+    `page_keys` holds the page key of each page of `key`; `end` is the node's depth in tokens
+    (where its last token sits in every sequence through it; a split never changes it).
     """
 
     __slots__ = (
@@ -28,6 +34,7 @@ class TreeNode:
         "children",
         "device_children",
         "device_seq",
+        "end",
         "high_ref",
         "host_pin",
         "host_seq",
@@ -39,17 +46,26 @@ class TreeNode:
         "node_id",
         "on_device",
         "on_host",
+        "page_keys",
         "parent",
         "ready_at_s",
         "tokens",
     )
 
-    def __init__(self, node_id: int, key: Tokens, parent: TreeNode | None) -> None:
+    def __init__(
+        self,
+        node_id: int,
+        key: Tokens,
+        parent: TreeNode | None,
+        page_keys: tuple[int, ...] = (),
+    ) -> None:
         self.node_id = node_id
         self.key = key
         self.tokens = len(key)  # tokens (and KV slots) on this edge; kept with `key`
+        self.page_keys = page_keys
+        self.end: int = self.tokens + (parent.end if parent is not None else 0)
         self.parent = parent
-        self.children: dict[Tokens, TreeNode] = {}
+        self.children: dict[int, TreeNode] = {}  # by the child's first page key
         self.alive = True
         self.on_device = False
         self.on_host = False
@@ -67,6 +83,11 @@ class TreeNode:
     @property
     def is_root(self) -> bool:
         return self.parent is None and self.alive
+
+    @property
+    def last_page_key(self) -> int:
+        """The key of the node's last page: it stands for the whole root..node prefix."""
+        return self.page_keys[-1] if self.page_keys else ROOT_KEY
 
     def __repr__(self) -> str:
         tiers = ("D" if self.on_device else "") + ("H" if self.on_host else "")
@@ -99,63 +120,63 @@ class RadixTree:
 
     def depth_tokens(self, node: TreeNode) -> int:
         """Tokens on the path from the root to `node` (its depth in tokens)."""
-        tokens = 0
-        current: TreeNode | None = node
-        while current is not None and current.parent is not None:
-            tokens += len(current.key)
-            current = current.parent
-        return tokens
+        return node.end
 
     def aligned_length(self, n_tokens: int) -> int:
         """Tokens in the whole pages of an `n_tokens`-long sequence."""
         return n_tokens - n_tokens % self.page_size
 
+    def page_keys(self, tokens: TokenSequence, end: int | None = None) -> Sequence[int]:
+        """The page keys of the whole pages of `tokens[:end]` (carried ones if it has them)."""
+        limit = len(tokens) if end is None else min(end, len(tokens))
+        return page_keys(tokens, self.page_size, limit // self.page_size)
+
     def walk(
         self,
-        tokens: Tokens,
+        tokens: TokenSequence,
         end: int | None = None,
         *,
         start: TreeNode | None = None,
         offset: int = 0,
     ) -> list[PathStep]:
-        """The nodes along the longest cached prefix of page-aligned `tokens[:end]`, root
+        """The nodes along the longest cached prefix of the whole pages of `tokens[:end]`, root
         excluded. (`end` spares the caller a copy of a long sequence just to cut its tail.)
 
         With `start`, the walk begins below that node, whose path from the root the caller
         knows to hold `tokens[:offset]`; only the nodes below it are returned.
 
-        The hot loop of every lookup: a whole edge is compared with one slice comparison,
-        page by page only where it diverges.
+        The hot loop of every lookup: one dict lookup and one key comparison per edge.
         """
+        page = self.page_size
+        limit = len(tokens) if end is None else min(end, len(tokens))
+        return self.walk_keys(self.page_keys(tokens, limit), limit // page, start, offset // page)
+
+    def walk_keys(
+        self, keys: Sequence[int], n_pages: int, start: TreeNode | None, first_page: int
+    ) -> list[PathStep]:
+        """`walk` over the page keys `keys[:n_pages]`, from below `start` at `first_page`."""
         steps: list[PathStep] = []
         node = self.root if start is None else start
         page = self.page_size
-        limit = len(tokens) if end is None else min(end, len(tokens))
-        while offset < limit:
-            child = node.children.get(tokens[offset : offset + page])
+        position = first_page
+        while position < n_pages:
+            child = node.children.get(keys[position])
             if child is None:
                 break
-            key = child.key
-            stop = offset + len(key)
-            if stop <= limit and tokens[offset:stop] == key:
-                steps.append(PathStep(child, len(key)))
-                offset = stop
+            edge = child.page_keys
+            last = position + len(edge) - 1
+            if last < n_pages and keys[last] == edge[-1]:
+                steps.append(PathStep(child, child.tokens))
+                position = last + 1
                 node = child
                 continue
-            steps.append(PathStep(child, self._partial_match(key, tokens, offset, limit)))
+            matched = 1  # the first page matched: it is the child's key in the parent map
+            bound = min(len(edge), n_pages - position)
+            while matched < bound and keys[position + matched] == edge[matched]:
+                matched += 1
+            steps.append(PathStep(child, matched * page))
             break
         return steps
-
-    def _partial_match(self, key: Tokens, tokens: Tokens, offset: int, limit: int) -> int:
-        """Whole pages of `key` that `tokens[offset:limit]` matches (the first one does)."""
-        page = self.page_size
-        bound = min(len(key), limit - offset)
-        matched = page  # the first page matched: it is the child's key in the parent map
-        while matched + page <= bound and (
-            tokens[offset + matched : offset + matched + page] == key[matched : matched + page]
-        ):
-            matched += page
-        return matched
 
     def split(self, node: TreeNode, at_tokens: int) -> TreeNode:
         """Split `node` after `at_tokens` tokens; return the new upper node.
@@ -172,7 +193,8 @@ class RadixTree:
         parent = node.parent
         if parent is None:
             raise ValueError("the root cannot be split")
-        upper = TreeNode(self._take_id(), node.key[:at_tokens], parent)
+        at_page = at_tokens // self.page_size
+        upper = TreeNode(self._take_id(), node.key[:at_tokens], parent, node.page_keys[:at_page])
         upper.on_device = node.on_device
         upper.on_host = node.on_host
         upper.lock_ref = node.lock_ref
@@ -182,26 +204,37 @@ class RadixTree:
         upper.ready_at_s = node.ready_at_s
         upper.host_pin = node.host_pin
         upper.device_children = 1 if node.on_device else 0
-        parent.children[upper.key[: self.page_size]] = upper
+        parent.children[upper.page_keys[0]] = upper
         node.key = node.key[at_tokens:]
         node.tokens = len(node.key)
+        node.page_keys = node.page_keys[at_page:]
         node.parent = upper
-        upper.children[node.key[: self.page_size]] = node
+        upper.children[node.page_keys[0]] = node
         self.node_count += 1
         return upper
 
-    def add_child(self, parent: TreeNode, key: Tokens) -> TreeNode:
-        """Append a new node (no KV yet) under `parent`; its first page must be new there."""
-        if not key or len(key) % self.page_size:
+    def add_child(
+        self, parent: TreeNode, key: Sequence[int], keys: Sequence[int] | None = None
+    ) -> TreeNode:
+        """Append a new node (no KV yet) under `parent`; its first page must be new there.
+
+        `keys`: the page keys of `key`'s pages continuing `parent`'s chain, if the caller has
+        them (they are computed otherwise).
+        """
+        page = self.page_size
+        if not key or len(key) % page:
             raise ValueError(
-                f"a node key must be a non-empty whole number of pages ({self.page_size}), "
+                f"a node key must be a non-empty whole number of pages ({page}), "
                 f"got {len(key)} tokens"
             )
-        first_page = key[: self.page_size]
-        if first_page in parent.children:
+        if keys is None:
+            keys = continue_page_keys(key, page, parent.last_page_key)
+        if len(keys) != len(key) // page:
+            raise ValueError(f"{len(keys)} page keys for {len(key) // page} pages")
+        if keys[0] in parent.children:
             raise ValueError("a sibling already starts with this page; walk and split instead")
-        child = TreeNode(self._take_id(), key, parent)
-        parent.children[first_page] = child
+        child = TreeNode(self._take_id(), tuple(key), parent, tuple(keys))
+        parent.children[keys[0]] = child
         self.node_count += 1
         return child
 
@@ -212,7 +245,7 @@ class RadixTree:
         parent = node.parent
         if parent is None:
             raise ValueError("the root cannot be unlinked")
-        del parent.children[node.key[: self.page_size]]
+        del parent.children[node.page_keys[0]]
         node.alive = False
         node.parent = None
         self.node_count -= 1

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kvcache.page_keys import AppendOnlyPageKeys, KeyedTokens
 from rollout.errors import TrajectoryError
 from rollout.types import NO_VERSION, Trajectory, Turn
 
@@ -31,6 +32,7 @@ class TrajectoryBuilder:
 
     def __init__(self, prompt_ids: Sequence[int]) -> None:
         self._token_ids: list[int] = []
+        self._page_keys = AppendOnlyPageKeys(self._token_ids)  # valid: only ever appended to
         self._loss_mask: list[int] = []
         self._logprobs: list[float] = []
         self._versions: list[int] = []
@@ -45,8 +47,10 @@ class TrajectoryBuilder:
 
     @property
     def token_ids(self) -> tuple[int, ...]:
-        """Everything so far: what the next generation request sends."""
-        return tuple(self._token_ids)
+        """Everything so far: what the next generation request sends. A plain tuple that also
+        carries its page keys (`kvcache.page_keys`): the record only grows, so a prefix cache
+        hashes each page once per episode instead of once per request."""
+        return KeyedTokens(self._token_ids, self._page_keys)
 
     def token_slice(self, start: int, end: int) -> tuple[int, ...]:
         """`token_ids[start:end]` without copying the whole trajectory first."""

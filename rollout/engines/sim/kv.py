@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol, overload, runtime_checkable
 
+from kvcache.page_keys import extend_page_keys, page_keys
 from rollout.engines.base import KVHint
 
 __all__ = [
@@ -72,14 +73,29 @@ class JoinedTokens:
     """`head + tail` without copying either; slices (step 1) come back as tuples.
 
     The engine passes prompt + output this way when a request leaves, so caching a long
-    context's last turn costs the new tokens, not the whole context.
+    context's last turn costs the new tokens, not the whole context. Page keys
+    (`kvcache.page_keys`) are the head's where it carries them, hashed only past its last
+    whole page.
     """
 
-    __slots__ = ("_head", "_tail")
+    __slots__ = ("_head", "_keys", "_tail")
 
     def __init__(self, head: Tokens, tail: Tokens) -> None:
         self._head = head
         self._tail = tail
+        self._keys: dict[int, list[int]] = {}
+
+    def page_keys(self, page_size: int, n_pages: int) -> Sequence[int]:
+        head_pages = len(self._head) // page_size
+        if n_pages <= head_pages:
+            return page_keys(self._head, page_size, n_pages)
+        keys = self._keys.get(page_size)
+        if keys is None:
+            keys = list(page_keys(self._head, page_size, head_pages)[:head_pages])
+            self._keys[page_size] = keys
+        if len(keys) < n_pages:
+            extend_page_keys(keys, self, page_size, n_pages)
+        return keys
 
     def __len__(self) -> int:
         return len(self._head) + len(self._tail)

@@ -51,13 +51,13 @@ from kvcache import (
     make_kv_policy,
 )
 from kvcache import KVStats as PolicyStats
+from kvcache.page_keys import TokenPrefix
 from kvcache.policy_base import CachePolicyBase
 from rollout.engines.base import KVHint, KVHintKind
 from rollout.engines.sim.kv import (
     KVStats,
     LoadBack,
     PrefixMatch,
-    Tokens,
     TokenSeq,
     Transfer,
     TransferDirection,
@@ -226,7 +226,7 @@ class PolicyKV:
         if room < host_tokens:  # refused before the lookup is counted: it will be retried
             return LoadBack(0, host_tokens - room)
         self._count(hold)
-        prefix = hold.ids[: hold.matched]
+        prefix = TokenPrefix(hold.ids, hold.matched)
         result = policy.load_back(prefix, hold.priority, self._clock.now(), relock=hold.receipt)
         if result.eviction is not None:
             self._note_eviction(result.eviction)
@@ -275,7 +275,7 @@ class PolicyKV:
         if target <= hold.pos:
             return
         self._count(hold)
-        prefix = token_ids[:target]
+        prefix = TokenPrefix(token_ids, target)
         handed = min(hold.private, target - hold.pos)
         session = hold.session if hold.session in self._open else None
         result = self._policy.insert(
@@ -408,6 +408,7 @@ class PolicyKV:
             self._take(self._policy.open(session, self._priority(priority), now))
 
 
-def _query(token_ids: TokenSeq) -> Tokens:
-    """All but the last token: the engine always computes the last token itself."""
-    return token_ids[: max(0, len(token_ids) - 1)]
+def _query(token_ids: TokenSeq) -> TokenPrefix:
+    """All but the last token (the engine always computes the last token itself), as a view:
+    no copy, and the page keys the sequence carries stay usable."""
+    return TokenPrefix(token_ids, max(0, len(token_ids) - 1))

@@ -6,6 +6,7 @@ import asyncio
 from enum import IntEnum
 
 from rollout.engines.base import FinishReason, GenerateRequest, GenerateResult
+from rollout.engines.sim.kv import JoinedTokens, TokenSeq
 from rollout.engines.sim.token_model import TurnPlan
 
 __all__ = ["SimRequest", "Stage"]
@@ -70,7 +71,7 @@ class SimRequest:
             else FinishReason.LENGTH
         )
         self.stage = Stage.WAITING
-        self.fill_ids = request.input_ids
+        self.fill_ids: TokenSeq = request.input_ids
         self.prefilled = 0
         self.generated = 0
         self.ahead = 0
@@ -100,11 +101,11 @@ class SimRequest:
         """What SGLang's admission estimate uses: max_new_tokens minus output so far."""
         return self.max_new - self.generated
 
-    def kv_ids(self) -> tuple[int, ...]:
+    def kv_ids(self) -> TokenSeq:
         """Prompt + output so far: the sequence whose KV this request has written."""
         if self.generated == 0:
             return self.request.input_ids
-        return self.request.input_ids + self.plan.output_ids[: self.generated]
+        return JoinedTokens(self.request.input_ids, self.plan.output_ids[: self.generated])
 
     def start_waiting(self, now_s: float) -> None:
         """A wait for the next forward starts (arrival, retraction, preemption)."""

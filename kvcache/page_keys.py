@@ -1,0 +1,170 @@
+"""Page keys: one integer per whole page of a token sequence that stands for the whole prefix.
+
+Key ``k_i = hash((k_{i-1}, page_i))`` chains the pages (vLLM's block hashes work the same
+way), so two sequences whose keys agree at page i agree on every token up to the end of page
+i, up to a 64-bit hash collision. The radix tree indexes children by page key and checks a
+whole edge by comparing its last key, so a lookup costs O(nodes on the path), not O(tokens).
+
+Computing keys is O(tokens) once; what makes lookups cheap is computing them *once per
+token*. A sequence may carry its keys: anything with a ``page_keys(page_size, n_pages)``
+method is asked instead of hashed (see `KeyedTokens`, built from an append-only token list
+that memoizes its keys, and `TokenPrefix`, a copy-free prefix view). Python's hash of ints and
+tuples of ints is not randomized, so keys, and every simulation that uses them, are
+deterministic across runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, overload
+
+__all__ = [
+    "ROOT_KEY",
+    "AppendOnlyPageKeys",
+    "KeyedTokens",
+    "TokenPrefix",
+    "TokenSequence",
+    "continue_page_keys",
+    "extend_page_keys",
+    "page_keys",
+]
+
+ROOT_KEY = 0x5EED_CAFE  # the key "before" the first page (any fixed value works)
+
+Tokens = tuple[int, ...]
+
+
+class TokenSequence(Protocol):
+    """What the cache reads token ids from: a tuple or list, or a copy-free view (`len`,
+    indexing and slicing only). It may also carry `page_keys(page_size, n_pages)`."""
+
+    def __len__(self) -> int: ...
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[int]: ...
+
+
+def extend_page_keys(
+    keys: list[int], tokens: TokenSequence, page_size: int, n_pages: int
+) -> list[int]:
+    """Append to `keys` (the keys of the first pages of `tokens`) those of pages up to
+    `n_pages`; returns `keys`. `tokens` must hold at least `n_pages` whole pages."""
+    if n_pages * page_size > len(tokens):
+        raise ValueError(
+            f"{n_pages} pages of {page_size} tokens do not fit in a {len(tokens)}-token sequence"
+        )
+    previous = keys[-1] if keys else ROOT_KEY
+    keys.extend(_chain(tokens, page_size, len(keys), n_pages, previous))
+    return keys
+
+
+def continue_page_keys(tokens: TokenSequence, page_size: int, previous_key: int) -> list[int]:
+    """The keys of the whole pages of `tokens` when they follow a prefix whose last page key
+    is `previous_key` (`ROOT_KEY` for none): a new edge below an existing node."""
+    return _chain(tokens, page_size, 0, len(tokens) // page_size, previous_key)
+
+
+def _chain(
+    tokens: TokenSequence, page_size: int, first_page: int, n_pages: int, previous: int
+) -> list[int]:
+    keys: list[int] = []
+    append = keys.append
+    for start in range(first_page * page_size, n_pages * page_size, page_size):
+        previous = hash((previous, tuple(tokens[start : start + page_size])))
+        append(previous)
+    return keys
+
+
+def page_keys(tokens: TokenSequence, page_size: int, n_pages: int) -> Sequence[int]:
+    """The keys of the first `n_pages` whole pages of `tokens` (at least that many entries:
+    read only the first `n_pages`). Asks the sequence if it carries its keys."""
+    carried = getattr(tokens, "page_keys", None)
+    if carried is not None:
+        keys: Sequence[int] = carried(page_size, n_pages)
+        return keys
+    return extend_page_keys([], tokens, page_size, n_pages)
+
+
+class AppendOnlyPageKeys:
+    """Memoized page keys of a token list that only ever grows (a trajectory's record).
+
+    Pages once complete never change, so keys computed for a shorter snapshot stay valid for
+    every later one: each page is hashed once over the whole episode.
+    """
+
+    __slots__ = ("_keys", "_tokens")
+
+    def __init__(self, tokens: list[int]) -> None:
+        self._tokens = tokens  # shared with its owner, who only appends to it
+        self._keys: dict[int, list[int]] = {}
+
+    def page_keys(self, page_size: int, n_pages: int) -> list[int]:
+        keys = self._keys.setdefault(page_size, [])
+        if len(keys) < n_pages:
+            extend_page_keys(keys, self._tokens, page_size, n_pages)
+        return keys
+
+
+class KeyedTokens(tuple[int, ...]):
+    """A tuple of token ids (equal to, and serialized as, a plain tuple) that answers
+    `page_keys` from its source's memo instead of hashing itself."""
+
+    _memo: AppendOnlyPageKeys | None
+
+    def __new__(cls, tokens: Sequence[int], memo: AppendOnlyPageKeys | None = None) -> KeyedTokens:
+        keyed = super().__new__(cls, tokens)
+        keyed._memo = memo
+        return keyed
+
+    def __getnewargs__(self) -> tuple[Any, ...]:
+        return (tuple(self),)  # pickles as a tuple; the copy hashes its pages when asked
+
+    def page_keys(self, page_size: int, n_pages: int) -> Sequence[int]:
+        if n_pages * page_size > len(self):
+            raise ValueError(
+                f"{n_pages} pages of {page_size} tokens do not fit in {len(self)} tokens"
+            )
+        if self._memo is None:
+            return extend_page_keys([], self, page_size, n_pages)
+        return self._memo.page_keys(page_size, n_pages)
+
+
+class TokenPrefix:
+    """The first `length` tokens of `base` without copying them; slices come back from `base`
+    (clipped), and page keys are `base`'s."""
+
+    __slots__ = ("_base", "_length")
+
+    def __init__(self, base: TokenSequence, length: int) -> None:
+        if not 0 <= length <= len(base):
+            raise ValueError(f"a prefix of {length} tokens of a {len(base)}-token sequence")
+        self._base = base
+        self._length = length
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[int]: ...
+
+    def __getitem__(self, index: int | slice) -> int | Sequence[int]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._length)
+            return self._base[start:stop:step]
+        position = index + self._length if index < 0 else index
+        if not 0 <= position < self._length:
+            raise IndexError("token prefix index out of range")
+        return self._base[position]
+
+    def page_keys(self, page_size: int, n_pages: int) -> Sequence[int]:
+        if n_pages * page_size > self._length:
+            raise ValueError(
+                f"{n_pages} pages of {page_size} tokens do not fit in {self._length} tokens"
+            )
+        return page_keys(self._base, page_size, n_pages)
