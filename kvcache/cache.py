@@ -615,7 +615,9 @@ class TieredCache:
             self.device_cached_tokens -= node.tokens
             parent.device_children -= 1
             self._refresh(parent)
-            self._refresh(node)
+        # Either way the node's candidacy may change: a device copy makes its host copy a
+        # discardable backup, and a device leaf is evictable.
+        self._refresh(node)
 
     def _set_host(self, node: TreeNode, resident: bool) -> None:
         self._uncount(node)
@@ -703,6 +705,10 @@ class TieredCache:
             self._evictable[node_class] -= node.tokens
         if node.on_host and node.host_pin == 0:
             self._host_reclaimable[node_class] -= node.tokens
+
+    def uncovered_candidates(self) -> list[TreeNode]:
+        """Eviction candidates missing from their heap (always empty unless a bug; checks)."""
+        return self._device_candidates.uncovered() + self._host_candidates.uncovered()
 
     def counters(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(evictable device tokens by class, reclaimable host tokens by class), for checks."""

@@ -61,32 +61,60 @@ class CandidateHeap:
         return len(self._heap)
 
     def push(self, node: TreeNode) -> None:
-        """Add `node` with its current key if it is a candidate (older entries go stale)."""
+        """Make sure `node` has an entry no later than its current key, if it is a candidate.
+
+        A node that already has an entry whose class is not above its current one keeps it
+        (its key can only have grown since, which `pop` re-keys); most refreshes are such
+        no-ops, so the heap does not fill with duplicates.
+        """
         if not self._is_candidate(node):
             return
         key_class = class_index(node.high_ref, node.low_ref)
-        heapq.heappush(self._heap, (key_class, node.last_access_s, self._stamp(node), node))
+        if self._live_seq(node) >= 0 and self._entry_class(node) <= key_class:
+            return
+        heapq.heappush(
+            self._heap, (key_class, node.last_access_s, self._stamp(node, key_class), node)
+        )
         if len(self._heap) > _HEAP_SLACK_FACTOR * self._tree.node_count + _HEAP_SLACK_MIN:
             self._rebuild()
+
+    def uncovered(self) -> list[TreeNode]:
+        """Candidates with no live entry at or below their key's class (for invariant checks:
+        eviction would never reach them)."""
+        live = {(seq, id(node)) for _, _, seq, node in self._heap}
+        return [
+            node
+            for node in self._tree.iter_nodes()
+            if self._is_candidate(node)
+            and not (
+                (self._live_seq(node), id(node)) in live
+                and self._entry_class(node) <= class_index(node.high_ref, node.low_ref)
+            )
+        ]
 
     def pop(self, max_class: int) -> TreeNode | None:
         """Remove and return the minimum candidate if its class is at most `max_class`."""
         heap = self._heap
         while heap:
             key_class, last_access_s, seq, node = heap[0]
-            if self._live_seq(node) != seq or not self._is_candidate(node):
+            if self._live_seq(node) != seq:
+                heapq.heappop(heap)  # superseded by a later entry of the same node
+                continue
+            if not self._is_candidate(node):
                 heapq.heappop(heap)
+                self._set_seq(node, -1, -1)  # the node has no entry now
                 continue
             current_class = class_index(node.high_ref, node.low_ref)
             if (key_class, last_access_s) != (current_class, node.last_access_s):
                 heapq.heapreplace(  # the key grew since the push: re-key lazily
-                    heap, (current_class, node.last_access_s, self._stamp(node), node)
+                    heap,
+                    (current_class, node.last_access_s, self._stamp(node, current_class), node),
                 )
                 continue
             if key_class > max_class:
                 return None
             heapq.heappop(heap)
-            self._set_seq(node, -1)
+            self._set_seq(node, -1, -1)
             return node
         return None
 
@@ -95,20 +123,28 @@ class CandidateHeap:
         for node in self._tree.iter_nodes():
             if self._is_candidate(node):
                 key_class = class_index(node.high_ref, node.low_ref)
-                heap.append((key_class, node.last_access_s, self._stamp(node), node))
+                heap.append((key_class, node.last_access_s, self._stamp(node, key_class), node))
+            else:
+                self._set_seq(node, -1, -1)  # its entries are dropped with the old heap
         heapq.heapify(heap)
         self._heap = heap
 
-    def _stamp(self, node: TreeNode) -> int:
+    def _stamp(self, node: TreeNode, key_class: int) -> int:
         seq = next(self._seq)
-        self._set_seq(node, seq)
+        self._set_seq(node, seq, key_class)
         return seq
 
     def _live_seq(self, node: TreeNode) -> int:
         return node.device_seq if self._device else node.host_seq
 
-    def _set_seq(self, node: TreeNode, seq: int) -> None:
+    def _entry_class(self, node: TreeNode) -> int:
+        return node.device_entry_class if self._device else node.host_entry_class
+
+    def _set_seq(self, node: TreeNode, seq: int, key_class: int) -> None:
+        """Record the node's one live entry here (`seq` -1: none)."""
         if self._device:
             node.device_seq = seq
+            node.device_entry_class = key_class
         else:
             node.host_seq = seq
+            node.host_entry_class = key_class

@@ -94,6 +94,8 @@ def cache_problems(cache: TieredCache) -> list[str]:
         problems.append(
             f"host over capacity: {cache.host_cached_tokens} > {cache.host_capacity_tokens}"
         )
+    for node in cache.uncovered_candidates():
+        problems.append(f"{node!r}: an eviction candidate with no heap entry to reach it by")
     counted_evictable, counted_reclaimable = cache.counters()
     if tuple(evictable) != counted_evictable:
         problems.append(f"evictable by class is {evictable} but counted {counted_evictable}")

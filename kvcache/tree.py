@@ -33,9 +33,11 @@ class TreeNode:
         "alive",
         "children",
         "device_children",
+        "device_entry_class",
         "device_seq",
         "end",
         "high_ref",
+        "host_entry_class",
         "host_pin",
         "host_seq",
         "key",
@@ -78,6 +80,8 @@ class TreeNode:
         self.ready_at_s = 0.0  # an in-flight copy into this node's device KV lands then
         self.device_seq = -1  # sequence number of the node's live device-heap entry
         self.host_seq = -1  # sequence number of the node's live host-heap entry
+        self.device_entry_class = -1  # eviction class that entry was pushed with
+        self.host_entry_class = -1
         self.leaf_sessions: set[str] = set()  # sessions whose context ends at this node
 
     @property

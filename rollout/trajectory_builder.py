@@ -110,7 +110,7 @@ class TrajectoryBuilder:
             raise TrajectoryError(f"generated tokens need a policy version >= 0, got {version}")
         self._token_ids.extend(ids)
         self._loss_mask.extend([1] * len(ids))
-        self._logprobs.extend(float(value) for value in logprobs)
+        self._logprobs.extend(map(float, logprobs))
         self._versions.extend([version] * len(ids))
         self._generated += len(ids)
 
