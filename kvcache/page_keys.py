@@ -7,23 +7,24 @@ whole edge by comparing its last key, so a lookup costs O(nodes on the path), no
 
 Computing keys is O(tokens) once; what makes lookups cheap is computing them *once per
 token*. A sequence may carry its keys: anything with a ``page_keys(page_size, n_pages)``
-method is asked instead of hashed (see `KeyedTokens`, built from an append-only token list
-that memoizes its keys, and `TokenPrefix`, a copy-free prefix view). Python's hash of ints and
-tuples of ints is not randomized, so keys, and every simulation that uses them, are
-deterministic across runs.
+method is asked instead of hashed (see `TokenSnapshot`, a copy-free snapshot of an
+append-only token list that memoizes its keys, and `TokenPrefix`, a copy-free prefix
+view). Python's hash of ints and tuples of ints is not randomized, so keys, and every
+simulation that uses them, are deterministic across runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from itertools import islice
 from typing import Any, Protocol, overload
 
 __all__ = [
     "ROOT_KEY",
     "AppendOnlyPageKeys",
-    "KeyedTokens",
     "TokenPrefix",
     "TokenSequence",
+    "TokenSnapshot",
     "continue_page_keys",
     "extend_page_keys",
     "page_keys",
@@ -108,24 +109,67 @@ class AppendOnlyPageKeys:
         return keys
 
 
-class KeyedTokens(tuple[int, ...]):
-    """A tuple of token ids (equal to, and serialized as, a plain tuple) that answers
-    `page_keys` from its source's memo instead of hashing itself."""
+class TokenSnapshot(Sequence[int]):
+    """The first `length` ids of a list that only ever grows, frozen without copying them.
 
-    _memo: AppendOnlyPageKeys | None
+    What a trajectory record hands to the engine each turn: O(1) to take however long the
+    context is, equal to (and hashed like) the tuple of its ids, slices come back as tuples,
+    and `page_keys` come from the record's memo. Valid only while the owner never rewrites or
+    truncates the list (the `TrajectoryBuilder` only appends). Pickles as a plain tuple.
+    """
 
-    def __new__(cls, tokens: Sequence[int], memo: AppendOnlyPageKeys | None = None) -> KeyedTokens:
-        keyed = super().__new__(cls, tokens)
-        keyed._memo = memo
-        return keyed
+    __slots__ = ("_length", "_memo", "_tokens")
 
-    def __getnewargs__(self) -> tuple[Any, ...]:
-        return (tuple(self),)  # pickles as a tuple; the copy hashes its pages when asked
+    def __init__(self, tokens: list[int], memo: AppendOnlyPageKeys | None = None) -> None:
+        self._tokens = tokens
+        self._length = len(tokens)
+        self._memo = memo
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Tokens: ...
+
+    def __getitem__(self, index: int | slice) -> int | Tokens:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._length)
+            return tuple(self._tokens[start:stop:step])
+        position = index + self._length if index < 0 else index
+        if not 0 <= position < self._length:
+            raise IndexError("token snapshot index out of range")
+        return self._tokens[position]
+
+    def __iter__(self) -> Iterator[int]:
+        return islice(self._tokens, self._length)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, TokenSnapshot | tuple | list):
+            return len(other) == self._length and self[:] == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self[:])
+
+    def __add__(self, other: Sequence[int]) -> Tokens:
+        return self[:] + tuple(other)
+
+    def __radd__(self, other: Sequence[int]) -> Tokens:
+        return tuple(other) + self[:]
+
+    def __repr__(self) -> str:
+        return f"TokenSnapshot({self._length} tokens)"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (tuple, (self[:],))
 
     def page_keys(self, page_size: int, n_pages: int) -> Sequence[int]:
-        if n_pages * page_size > len(self):
+        if n_pages * page_size > self._length:
             raise ValueError(
-                f"{n_pages} pages of {page_size} tokens do not fit in {len(self)} tokens"
+                f"{n_pages} pages of {page_size} tokens do not fit in {self._length} tokens"
             )
         if self._memo is None:
             return extend_page_keys([], self, page_size, n_pages)

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kvcache.page_keys import AppendOnlyPageKeys, KeyedTokens
+from kvcache.page_keys import AppendOnlyPageKeys, TokenSnapshot
 from rollout.errors import TrajectoryError
 from rollout.types import NO_VERSION, Trajectory, Turn
 
@@ -46,11 +46,12 @@ class TrajectoryBuilder:
     # -- reading ---------------------------------------------------------------------------
 
     @property
-    def token_ids(self) -> tuple[int, ...]:
-        """Everything so far: what the next generation request sends. A plain tuple that also
-        carries its page keys (`kvcache.page_keys`): the record only grows, so a prefix cache
+    def token_ids(self) -> TokenSnapshot:
+        """Everything so far: what the next generation request sends. A snapshot, not a copy
+        (the record only grows, so taking one is O(1) however long the context), that equals
+        the tuple of its ids and carries its page keys (`kvcache.page_keys`): a prefix cache
         hashes each page once per episode instead of once per request."""
-        return KeyedTokens(self._token_ids, self._page_keys)
+        return TokenSnapshot(self._token_ids, self._page_keys)
 
     def token_slice(self, start: int, end: int) -> tuple[int, ...]:
         """`token_ids[start:end]` without copying the whole trajectory first."""
@@ -177,6 +178,7 @@ class TrajectoryBuilder:
             admitted_step=admitted_step,
             attempt=attempt,
             info=dict(info or {}),
+            check_tokens=False,  # each appended segment was validated; spans still checked
         )
 
     def _append_fixed(self, ids: Sequence[int]) -> None:

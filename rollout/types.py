@@ -21,7 +21,7 @@ token (`0.0` and `NO_VERSION` elsewhere).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import InitVar, dataclass, field, fields, replace
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
@@ -213,9 +213,13 @@ class Trajectory:
     admitted_step: int = 0
     attempt: int = 0
     info: Mapping[str, Any] = field(default_factory=dict)
+    # Not a field. False skips the per-token checks (O(tokens)) for a record that is correct
+    # by construction: `TrajectoryBuilder` validates every segment as it is appended. The
+    # structural checks still run; `dataclasses.replace` and `from_record` check everything.
+    check_tokens: InitVar[bool] = True
 
-    def __post_init__(self) -> None:
-        _check_trajectory(self)
+    def __post_init__(self, check_tokens: bool) -> None:
+        _check_trajectory(self, check_tokens=check_tokens)
 
     @property
     def num_generated_tokens(self) -> int:
@@ -293,11 +297,12 @@ class Trajectory:
             raise TrajectoryError(f"malformed trajectory record: {exc!r}") from exc
 
 
-_TRAJECTORY_FIELDS = tuple(Trajectory.__dataclass_fields__)
+_TRAJECTORY_FIELDS = tuple(field.name for field in fields(Trajectory))
 
 
-def _check_trajectory(trajectory: Trajectory) -> None:
-    """Raise `TrajectoryError` if the aligned arrays, the mask or the turn spans disagree."""
+def _check_trajectory(trajectory: Trajectory, *, check_tokens: bool = True) -> None:
+    """Raise `TrajectoryError` if the aligned arrays, the mask or the turn spans disagree
+    (`check_tokens=False`: lengths and turn order only)."""
     name = trajectory.sample_id
     length = len(trajectory.token_ids)
     for label, values in (
@@ -316,6 +321,9 @@ def _check_trajectory(trajectory: Trajectory) -> None:
         )
     # Vectorised (trajectories hold tens of thousands of tokens); the message names the first
     # offending position, found only once a violation is known.
+    if not check_tokens:
+        _check_turn_spans(trajectory, check_tokens=False)
+        return
     if not set(trajectory.loss_mask) <= {0, 1}:
         position = next(i for i, m in enumerate(trajectory.loss_mask) if m not in (0, 1))
         raise TrajectoryError(
@@ -345,7 +353,7 @@ def _check_trajectory(trajectory: Trajectory) -> None:
     _check_turn_spans(trajectory)
 
 
-def _check_turn_spans(trajectory: Trajectory) -> None:
+def _check_turn_spans(trajectory: Trajectory, *, check_tokens: bool = True) -> None:
     """Turns must be in order, inside the token range, and generation spans all model tokens."""
     length = len(trajectory.token_ids)
     previous_end = trajectory.prompt_tokens
@@ -355,7 +363,7 @@ def _check_turn_spans(trajectory: Trajectory) -> None:
                 f"trajectory {trajectory.sample_id}: turn {turn.index} span "
                 f"{turn.gen_start}:{turn.gen_end} is out of order or out of range"
             )
-        if 0 in trajectory.loss_mask[turn.gen_start : turn.gen_end]:
+        if check_tokens and 0 in trajectory.loss_mask[turn.gen_start : turn.gen_end]:
             raise TrajectoryError(
                 f"trajectory {trajectory.sample_id}: turn {turn.index} generation span holds "
                 "tokens with loss_mask 0; the span must cover model tokens only"

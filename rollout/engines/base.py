@@ -11,10 +11,10 @@ prefix cache, so resubmitting `input_ids + output_ids` resumes cheaply.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol, runtime_checkable
+from typing import Protocol, overload, runtime_checkable
 
 __all__ = [
     "Engine",
@@ -26,6 +26,7 @@ __all__ = [
     "KVHint",
     "KVHintKind",
     "SamplingParams",
+    "TokenIds",
 ]
 
 
@@ -67,12 +68,31 @@ class SamplingParams:
     stop_token_ids: tuple[int, ...] = ()
 
 
+class TokenIds(Protocol):
+    """A request's token ids: a tuple, or an immutable view whose slices are tuples."""
+
+    def __len__(self) -> int: ...
+
+    def __iter__(self) -> Iterator[int]: ...
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[int, ...]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class GenerateRequest:
-    """One generation call. `priority`: larger is more urgent (SGLang's default direction)."""
+    """One generation call. `priority`: larger is more urgent (SGLang's default direction).
+
+    `input_ids` is a tuple or an immutable view of one (the agent loop sends a
+    `kvcache.page_keys.TokenSnapshot` of its record: no per-turn copy of a long context).
+    Engines read it with `len`, indexing and slicing (slices are tuples).
+    """
 
     rid: str
-    input_ids: tuple[int, ...]
+    input_ids: TokenIds
     sampling: SamplingParams
     session_id: str = ""
     priority: int = 0

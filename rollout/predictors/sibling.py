@@ -47,13 +47,11 @@ class SiblingPredictor:
 
     def __init__(self, config: SiblingPredictorConfig) -> None:
         self._config = config
-        self._finished: deque[tuple[str, int, int]] = deque(maxlen=config.prior_window)
+        self._window = _WindowMoments(config.prior_window)
         self._prior: _Prior | None = None
 
     def observe(self, finished: FinishedSample) -> None:
-        self._finished.append(
-            (finished.group_id, max(1, finished.total_turns), finished.total_gen_tokens)
-        )
+        self._window.add(finished.group_id, max(1, finished.total_turns), finished.total_gen_tokens)
         self._prior = None
 
     def predict(self, context: SampleContext) -> RemainingWork:
@@ -70,7 +68,7 @@ class SiblingPredictor:
 
     def _fit_prior(self) -> _Prior:
         if self._prior is None:
-            self._prior = _fit_prior(self._finished, self._config)
+            self._prior = _fit_prior(self._window, self._config)
         return self._prior
 
     def _tokens_per_turn(self, context: SampleContext) -> float:
@@ -80,32 +78,76 @@ class SiblingPredictor:
         siblings = _ratio(context.sibling_gen_tokens, context.sibling_turns)
         if siblings is not None:
             return siblings
-        prior = _ratio([f[2] for f in self._finished], [f[1] for f in self._finished])
-        return prior if prior is not None else self._config.prior_tokens_per_turn
+        window = self._window
+        if window.turns > 0:
+            return window.gen_tokens / window.turns
+        return self._config.prior_tokens_per_turn
 
 
-def _fit_prior(finished: Sequence[tuple[str, int, int]], config: SiblingPredictorConfig) -> _Prior:
+class _WindowMoments:
+    """Running sums over the last `size` finished samples (a sliding window), kept per group
+    too, so refitting the prior after each finished sample is O(1), not O(window)."""
+
+    def __init__(self, size: int) -> None:
+        self._samples: deque[tuple[str, float, int, int]] = deque()
+        self._size = size
+        self._groups: dict[str, list[float]] = {}  # group -> [count, Σ log T, Σ (log T)²]
+        self.count = 0
+        self.log_sum = 0.0
+        self.log_square_sum = 0.0
+        self.within_ss = 0.0  # Σ over groups of Σ (log T − group mean)²
+        self.within_dof = 0  # Σ over groups of (count − 1)
+        self.turns = 0
+        self.gen_tokens = 0
+
+    def add(self, group_id: str, turns: int, gen_tokens: int) -> None:
+        if len(self._samples) == self._size:
+            self._update(*self._samples.popleft(), sign=-1)
+        log_turns = math.log(turns)
+        self._samples.append((group_id, log_turns, turns, gen_tokens))
+        self._update(group_id, log_turns, turns, gen_tokens, sign=1)
+
+    def _update(
+        self, group_id: str, log_turns: float, turns: int, tokens: int, *, sign: int
+    ) -> None:
+        self.count += sign
+        self.log_sum += sign * log_turns
+        self.log_square_sum += sign * log_turns * log_turns
+        self.turns += sign * turns
+        self.gen_tokens += sign * tokens
+        moments = self._groups.setdefault(group_id, [0.0, 0.0, 0.0])
+        self.within_ss -= _group_ss(moments)
+        self.within_dof -= max(0, int(moments[0]) - 1)
+        moments[0] += sign
+        moments[1] += sign * log_turns
+        moments[2] += sign * log_turns * log_turns
+        if moments[0] == 0:
+            del self._groups[group_id]
+            return
+        self.within_ss += _group_ss(moments)
+        self.within_dof += max(0, int(moments[0]) - 1)
+
+
+def _group_ss(moments: list[float]) -> float:
+    """Σ (x − mean)² of one group from its count, Σx and Σx² (0 for fewer than two)."""
+    count, total, squares = moments
+    return max(0.0, squares - total * total / count) if count > 1 else 0.0
+
+
+def _fit_prior(window: _WindowMoments, config: SiblingPredictorConfig) -> _Prior:
     """Method-of-moments fit of (μ_0, σ_w, σ_b); configured values where data are too few."""
     default = _Prior(
         mu=math.log(config.prior_turns),
         sigma_within=config.prior_log_sigma_within,
         sigma_between=config.prior_log_sigma_between,
     )
-    if len(finished) < config.min_prior_samples:
+    if window.count < config.min_prior_samples:
         return default
-    logs = [math.log(turns) for _, turns, _ in finished]
-    mu = sum(logs) / len(logs)
-    total_var = sum((x - mu) ** 2 for x in logs) / len(logs)
-    by_group: dict[str, list[float]] = {}
-    for group_id, turns, _ in finished:
-        by_group.setdefault(group_id, []).append(math.log(turns))
-    within_ss = sum(
-        sum((x - sum(xs) / len(xs)) ** 2 for x in xs) for xs in by_group.values() if len(xs) > 1
-    )
-    within_dof = sum(len(xs) - 1 for xs in by_group.values() if len(xs) > 1)
-    if within_dof == 0:
+    mu = window.log_sum / window.count
+    total_var = max(0.0, window.log_square_sum / window.count - mu * mu)
+    if window.within_dof == 0:
         return _Prior(mu, default.sigma_within, default.sigma_between)
-    within_var = within_ss / within_dof
+    within_var = window.within_ss / window.within_dof
     floor = config.min_log_sigma**2
     return _Prior(
         mu=mu,

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from kvcache.page_keys import (
     AppendOnlyPageKeys,
-    KeyedTokens,
     TokenPrefix,
+    TokenSnapshot,
     continue_page_keys,
     page_keys,
 )
@@ -52,13 +52,26 @@ def test_a_growing_record_hands_out_the_keys_of_each_snapshot(chunks: list[list[
     memo = AppendOnlyPageKeys(record)
     for chunk in chunks:
         record.extend(chunk)
-        snapshot = KeyedTokens(record, memo)
+        snapshot = TokenSnapshot(record, memo)
         n_pages = len(snapshot) // PAGE
         assert list(snapshot.page_keys(PAGE, n_pages)[:n_pages]) == fresh(tuple(record), n_pages)
         assert snapshot == tuple(record) and type(snapshot[0:2]) is tuple
 
 
-def test_the_trajectory_record_sends_keyed_plain_tuples() -> None:
+def test_a_snapshot_is_frozen_although_its_record_grows() -> None:
+    record = [1, 2, 3]
+    snapshot = TokenSnapshot(record)
+    record.extend([4, 5])
+    assert (len(snapshot), list(snapshot), snapshot[-1], snapshot[1:]) == (3, [1, 2, 3], 3, (2, 3))
+    reflected = (1, 2, 3).__eq__(snapshot) is NotImplemented  # Python then asks the snapshot
+    assert snapshot == (1, 2, 3) and reflected and snapshot != (1, 2, 3, 4)
+    assert hash(snapshot) == hash((1, 2, 3))
+    assert (snapshot + (4,), (0,) + snapshot) == ((1, 2, 3, 4), (0, 1, 2, 3))  # noqa: RUF005
+    with pytest.raises(IndexError):
+        snapshot[3]
+
+
+def test_the_trajectory_record_sends_snapshots_that_carry_their_keys() -> None:
     builder = TrajectoryBuilder(tuple(range(10)))
     builder.open_turn()
     builder.append_generated((7, 7, 7), (-0.1, -0.2, -0.3), 0)
@@ -69,7 +82,8 @@ def test_the_trajectory_record_sends_keyed_plain_tuples() -> None:
 
 
 def test_prefix_views_and_joined_sequences_agree_with_plain_tuples() -> None:
-    base = KeyedTokens(tuple(range(20)), AppendOnlyPageKeys(list(range(20))))
+    record = list(range(20))
+    base = TokenSnapshot(record, AppendOnlyPageKeys(record))
     view = TokenPrefix(base, 13)
     assert (len(view), view[-1], tuple(view[2:30])) == (13, 12, tuple(range(2, 13)))
     assert list(page_keys(view, PAGE, 3)[:3]) == fresh(tuple(range(13)), 3)
@@ -84,7 +98,8 @@ def test_walks_find_the_same_prefix_with_carried_or_computed_keys() -> None:
     tree = RadixTree(PAGE)
     tree.add_child(tree.root, tuple(range(8)))
     plain = (*range(6), 99, 98, 97)
-    keyed = KeyedTokens(plain, AppendOnlyPageKeys(list(plain)))
+    record = list(plain)
+    keyed = TokenSnapshot(record, AppendOnlyPageKeys(record))
     for tokens in (plain, keyed):
         (step,) = tree.walk(tokens)
         assert step.matched_tokens == 4  # the second page differs

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from rollout.errors import TrajectoryError
@@ -46,3 +48,16 @@ def test_output_without_an_open_turn_is_refused_with_what_to_call() -> None:
     record = TrajectoryBuilder((1,))
     with pytest.raises(TrajectoryError, match="open_turn"):
         record.append_generated((5,), (0.0,), version=0)
+
+
+def test_built_records_skip_the_per_token_check_but_any_change_gets_it() -> None:
+    """`build` is correct by construction (each segment is validated as it is appended), so
+    the O(tokens) check is skipped for it; `replace` on the result runs every check."""
+    record, _, _ = builder_with_two_turns()
+    trajectory = record.build(sample_id="s", group_id="g", prompt_index=0, sample_index=0, reward=1)
+    assert trajectory.loss_mask == (0, 0, 0, 1, 1, 0, 0, 0, 1)
+    generated_without_version = (*trajectory.versions[:3], -1, *trajectory.versions[4:])
+    with pytest.raises(TrajectoryError, match="token 3"):
+        replace(trajectory, versions=generated_without_version)
+    with pytest.raises(TrajectoryError, match="not generated but carries version"):
+        replace(trajectory, versions=(7, *trajectory.versions[1:]))

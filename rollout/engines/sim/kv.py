@@ -80,7 +80,7 @@ class JoinedTokens:
 
     __slots__ = ("_head", "_keys", "_tail")
 
-    def __init__(self, head: Tokens, tail: Tokens) -> None:
+    def __init__(self, head: TokenSeq, tail: Tokens) -> None:
         self._head = head
         self._tail = tail
         self._keys: dict[int, list[int]] = {}
@@ -123,7 +123,7 @@ class JoinedTokens:
         return self._tail[position - split]
 
     def to_tuple(self) -> Tokens:
-        return self._head + self._tail
+        return self._head[:] + self._tail
 
 
 @dataclass(frozen=True, slots=True)
