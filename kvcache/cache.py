@@ -167,22 +167,36 @@ class TieredCache:
                 step.node.last_access_s = now_s
 
     # ----------------------------------------------------------------- locks
-    def lock_steps(self, steps: list[PathStep]) -> LockReceipt:
-        """Lock the device-resident part of a walk made since the last change to the tree."""
-        last: TreeNode | None = None
-        locked = 0
+    def lock_steps(self, steps: list[PathStep], *, below: TreeNode | None = None) -> LockReceipt:
+        """Lock the device-resident part of a walk made since the last change to the tree.
+
+        `below`: the walk started under this device-resident node (root..`below` is locked
+        too; see `lock_path`)."""
+        return self.lock_path(steps, below=below)[0]
+
+    def lock_path(
+        self, steps: list[PathStep], *, below: TreeNode | None = None
+    ) -> tuple[LockReceipt, float]:
+        """`lock_steps`, also returning when the last in-flight copy into the locked path
+        lands (max `ready_at_s` over it, read on the way up: one pass for both)."""
+        last = below
         for step in steps:
             if not step.node.on_device:
                 break
             last = step.node
-            locked += step.matched_tokens
             if step.matched_tokens < step.node.tokens:
                 last = self._split(step.node, step.matched_tokens)
-        receipt_id = next(self._receipt_ids)
         node = last if last is not None else self.tree.root
+        receipt_id = next(self._receipt_ids)
         self._receipts[receipt_id] = node
-        self._inc_lock(node)
-        return LockReceipt(receipt_id, locked)
+        ready = 0.0
+        current = node
+        while current.parent is not None:
+            self._lock_node(current)
+            if current.ready_at_s > ready:
+                ready = current.ready_at_s
+            current = current.parent
+        return LockReceipt(receipt_id, node.end), ready
 
     def unlock(self, receipt: LockReceipt) -> None:
         """Release a lock; each receipt exactly once."""

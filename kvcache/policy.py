@@ -72,6 +72,13 @@ class KVPolicy(KVSessionHints, Protocol):
         """Look up a request's prompt: counts toward hit rates and refreshes LRU times."""
         ...
 
+    def count_lookup(
+        self, match: PrefixMatch, now_s: float, *, session_id: str | None = None
+    ) -> PrefixMatch:
+        """Count a lookup made by `lock_prefix` (which counts nothing) toward hit rates, once
+        the request is admitted; fills in `recomputed_tokens`."""
+        ...
+
     def peek_prefix(self, token_ids: TokenSequence) -> PrefixMatch:
         """Like `match_prefix` without side effects (for planning)."""
         ...
@@ -80,8 +87,13 @@ class KVPolicy(KVSessionHints, Protocol):
         """Protect the device-resident prefix of `token_ids` until `unlock`."""
         ...
 
-    def lock_prefix(self, token_ids: TokenSequence) -> LockedPrefix:
-        """`peek_prefix` and `lock` from one walk of the tree (admission's lookup and lock)."""
+    def lock_prefix(
+        self, token_ids: TokenSequence, *, session_id: str | None = None
+    ) -> LockedPrefix:
+        """`peek_prefix` and `lock` from one walk of the tree (admission's lookup and lock).
+
+        With the `session_id` whose turn this is, the walk may start where that session's
+        last cached context ends (when `token_ids` continues it), not at the root."""
         ...
 
     def unlock(self, receipt: LockReceipt) -> None:

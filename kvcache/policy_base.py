@@ -6,6 +6,7 @@ Subclasses choose the eviction rules and requester limits and implement the sess
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from kvcache.accounting import KVAccounting, KVStats, OccupancyTracker
@@ -88,30 +89,39 @@ class CachePolicyBase:
     def match_prefix(
         self, token_ids: TokenSequence, now_s: float, *, session_id: str | None = None
     ) -> PrefixMatch:
-        tokens = token_ids
-        match = self._match(tokens)
+        match = self._match(token_ids)
         self._cache.touch(match.steps, now_s)
+        return self.count_lookup(
+            PrefixMatch(
+                query_tokens=len(token_ids),
+                device_tokens=match.device_tokens,
+                host_tokens=match.host_tokens,
+                miss_tokens=len(token_ids) - match.device_tokens - match.host_tokens,
+                device_ready_at_s=match.device_ready_at_s,
+            ),
+            now_s,
+            session_id=session_id,
+        )
+
+    def count_lookup(
+        self, match: PrefixMatch, now_s: float, *, session_id: str | None = None
+    ) -> PrefixMatch:
+        """Count a lookup made earlier (by `lock_prefix`) in the hit rates, once the request it
+        served is admitted; returns it with `recomputed_tokens` filled in."""
         cached = match.device_tokens + match.host_tokens
         recomputed = 0
         if session_id is not None:
             state = self._sessions.get(session_id)
-            seen = self._cache.tree.aligned_length(min(len(tokens), state.context_tokens))
+            seen = self._cache.tree.aligned_length(min(match.query_tokens, state.context_tokens))
             recomputed = max(0, seen - cached)
         accounting = self._accounting
         accounting.lookups += 1
         accounting.device_hit_tokens += match.device_tokens
         accounting.host_hit_tokens += match.host_tokens
-        accounting.miss_tokens += len(tokens) - cached
+        accounting.miss_tokens += match.miss_tokens
         accounting.recomputed_tokens += recomputed
         self._record(now_s)
-        return PrefixMatch(
-            query_tokens=len(tokens),
-            device_tokens=match.device_tokens,
-            host_tokens=match.host_tokens,
-            miss_tokens=len(tokens) - cached,
-            recomputed_tokens=recomputed,
-            device_ready_at_s=match.device_ready_at_s,
-        )
+        return replace(match, recomputed_tokens=recomputed)
 
     def peek_prefix(self, token_ids: TokenSequence) -> PrefixMatch:
         tokens = token_ids
@@ -127,22 +137,50 @@ class CachePolicyBase:
     def lock(self, token_ids: TokenSequence) -> LockReceipt:
         return self._cache.lock_steps(self._walk(token_ids))
 
-    def lock_prefix(self, token_ids: TokenSequence) -> LockedPrefix:
-        tokens = token_ids
+    def lock_prefix(
+        self, token_ids: TokenSequence, *, session_id: str | None = None
+    ) -> LockedPrefix:
         cache = self._cache
-        steps = self._walk(tokens)
-        match = cache.match_steps(steps)
-        receipt = cache.lock_steps(steps)
+        tree = cache.tree
+        end = tree.aligned_length(len(token_ids))
+        keys = tree.page_keys(token_ids, end)
+        start = self._continued_context(keys, end, session_id)
+        first_page = 0 if start is None else start.end // tree.page_size
+        steps = tree.walk_keys(keys, end // tree.page_size, start, first_page)
+        below = cache.match_steps(steps)
+        anchor = start  # the deepest device-resident node at or above the start
+        while anchor is not None and not anchor.on_device:
+            anchor = anchor.parent
+        receipt, ready = cache.lock_path(steps, below=anchor)
+        device = below.device_tokens + (0 if anchor is None else anchor.end)
+        host = below.host_tokens + (
+            0 if start is None or anchor is None else start.end - anchor.end
+        )
         return LockedPrefix(
             PrefixMatch(
-                query_tokens=len(tokens),
-                device_tokens=match.device_tokens,
-                host_tokens=match.host_tokens,
-                miss_tokens=len(tokens) - match.device_tokens - match.host_tokens,
-                device_ready_at_s=match.device_ready_at_s,
+                query_tokens=len(token_ids),
+                device_tokens=device,
+                host_tokens=host,
+                miss_tokens=len(token_ids) - device - host,
+                device_ready_at_s=ready,
             ),
             receipt,
         )
+
+    def _continued_context(
+        self, keys: Sequence[int], end: int, session_id: str | None
+    ) -> TreeNode | None:
+        """The node where `session_id`'s last cached context ends, if the page `keys` of
+        `tokens[:end]` continue it (one key compare checks the whole prefix): a lookup may
+        start there instead of at the root. None otherwise."""
+        if session_id is None:
+            return None
+        leaf = self._cache.session_leaf(session_id)
+        if leaf is None or leaf.parent is None or leaf.end > end:
+            return None
+        if keys[leaf.end // self._cache.tree.page_size - 1] != leaf.last_page_key:
+            return None
+        return leaf
 
     def unlock(self, receipt: LockReceipt) -> None:
         self._cache.unlock(receipt)

@@ -207,7 +207,8 @@ class CacheMachine(RuleBasedStateMachine):
         assert match.device_tokens + match.host_tokens + match.miss_tokens == len(tokens)
         if one_walk:  # the engine's order: lookup + lock, then load the host part under it
             peeked = self.policy.peek_prefix(tokens)
-            locked = self.policy.lock_prefix(tokens)
+            locked = self.policy.lock_prefix(tokens, session_id=session_id)
+            # With a session the walk may start at its context's end: it must find the same.
             assert locked.match == peeked, "lock_prefix must see what peek_prefix sees"
             receipt = locked.receipt
             assert receipt.locked_tokens == peeked.device_tokens

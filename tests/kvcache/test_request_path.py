@@ -151,3 +151,21 @@ def test_a_lock_cannot_move_onto_tokens_it_does_not_prefix(policy_name: str) -> 
     assert policy.device_used_tokens == used + 4  # nothing cached; the reservation is intact
     policy.unlock(receipt)
     check_cache(cache_of(policy))
+
+
+def test_a_session_lookup_starts_at_its_context_only_when_the_request_continues_it(
+    policy_name: str,
+) -> None:
+    """`lock_prefix(session_id=)` may skip the walk down to where the session's context ends;
+    a request that does not continue that context (a rewritten history) must not match it."""
+    policy = spec_policy(policy=policy_name, page_size=2, device_capacity_tokens=24)
+    policy.open("s", Priority.LOW, 0.0)
+    run_turn(policy, [1, 2, 3, 4], 0.0, session_id="s")
+    run_turn(policy, [9, 9, 7, 7], 1.0)  # the other branch shares nothing with the session
+    for tokens in ([1, 2, 3, 4, 5, 6], [9, 9, 7, 7, 5, 6], [1, 2, 5, 6, 7, 8], [1, 2]):
+        expected = policy.peek_prefix(tokens)
+        locked = policy.lock_prefix(tokens, session_id="s")
+        assert locked.match == expected, tokens
+        assert locked.receipt.locked_tokens == expected.device_tokens
+        policy.unlock(locked.receipt)
+    check_cache(cache_of(policy))

@@ -4,9 +4,10 @@ The engine speaks in requests (`rid`s holding a locked prefix and private KV); a
 speaks in token sequences, lock receipts and pooled reservations. This adapter keeps, per request,
 what it matched, its lock receipt and its private reservation, and translates:
 
-- `acquire` looks up the cached prefix of all but the last token and locks its device part; the
-  lookup is counted (hit rates, recomputed tokens) only once the engine admits the request (its
-  first `load_back`, `reserve` or `commit`), so an admission refused and retried counts once.
+- `acquire` looks up the cached prefix of all but the last token (from where the session's
+  context ends, when the request continues it) and locks its device part; that lookup is
+  counted (hit rates, recomputed tokens) only once the engine admits the request (its first
+  `load_back`, `reserve` or `commit`), so an admission refused and retried counts once.
 - `load_back` copies the host part to the device and re-locks the whole prefix; the engine
   charges the copy to its link.
 - `reserve`/`unreserve` reserve and return pooled device tokens; `commit` inserts the computed
@@ -51,6 +52,7 @@ from kvcache import (
     make_kv_policy,
 )
 from kvcache import KVStats as PolicyStats
+from kvcache import PrefixMatch as PolicyMatch
 from kvcache.page_keys import TokenPrefix
 from kvcache.policy_base import CachePolicyBase
 from rollout.engines.base import KVHint, KVHintKind
@@ -85,20 +87,30 @@ _GAUGES = frozenset(
 class _Hold:
     """What one request holds: the ids it matched, its lock, its private reservation."""
 
-    __slots__ = ("counted", "ids", "matched", "pos", "priority", "private", "receipt", "session")
+    __slots__ = (
+        "counted",
+        "ids",
+        "lookup",
+        "matched",
+        "pos",
+        "priority",
+        "private",
+        "receipt",
+        "session",
+    )
 
     def __init__(
         self,
         ids: TokenSeq,
-        matched: int,
-        pos: int,
+        lookup: PolicyMatch,
         receipt: LockReceipt,
         priority: Priority,
         session: str,
     ) -> None:
         self.ids = ids  # the sequence it was acquired with (not copied)
-        self.matched = matched  # cached prefix at acquire (device + host tokens)
-        self.pos = pos  # tokens of the prefix locked on device (page-aligned)
+        self.lookup = lookup  # what acquire found (counted in the stats once admitted)
+        self.matched = lookup.device_tokens + lookup.host_tokens  # cached prefix at acquire
+        self.pos = lookup.device_tokens  # tokens of the prefix locked on device (page-aligned)
         self.receipt = receipt
         self.priority = priority
         self.session = session
@@ -199,21 +211,15 @@ class PolicyKV:
     def acquire(self, rid: str, token_ids: TokenSeq, priority: int, session_id: str) -> PrefixMatch:
         if rid in self._holds:
             raise ValueError(f"request {rid!r} already holds KV; release it before acquiring again")
-        locked = self._policy.lock_prefix(_query(token_ids))
+        session = session_id if session_id in self._open else None
+        locked = self._policy.lock_prefix(_query(token_ids), session_id=session)
         match, receipt = locked.match, locked.receipt
         if receipt.locked_tokens != match.device_tokens:
             raise RuntimeError(
                 f"kvcache locked {receipt.locked_tokens} tokens of a {match.device_tokens}-token "
                 "device prefix; the policy broke its lock contract (a bug in kvcache)"
             )
-        self._holds[rid] = _Hold(
-            token_ids,
-            match.device_tokens + match.host_tokens,
-            match.device_tokens,
-            receipt,
-            self._priority(priority),
-            session_id,
-        )
+        self._holds[rid] = _Hold(token_ids, match, receipt, self._priority(priority), session_id)
         return PrefixMatch(match.device_tokens, match.host_tokens)
 
     def load_back(self, rid: str) -> LoadBack:
@@ -365,7 +371,7 @@ class PolicyKV:
             return
         hold.counted = True
         session = hold.session if hold.session in self._open else None
-        self._policy.match_prefix(_query(hold.ids), self._clock.now(), session_id=session)
+        self._policy.count_lookup(hold.lookup, self._clock.now(), session_id=session)
 
     def _adopt_lock(
         self, rid: str, hold: _Hold, receipt: LockReceipt | None, prefix_tokens: int
