@@ -23,7 +23,10 @@ __all__ = ["Batch", "group_staleness"]
 
 def group_staleness(group: Sequence[Trajectory], policy_version: int) -> int:
     """Steps the group's oldest generated token is behind `policy_version` (0 = on-policy)."""
-    versions = [v for trajectory in group for v in trajectory.versions if v != NO_VERSION]
+    versions: set[int] = set()
+    for trajectory in group:
+        versions.update(trajectory.versions)  # a set in C: the versions are few, tokens many
+    versions.discard(NO_VERSION)
     return policy_version - min(versions) if versions else 0
 
 

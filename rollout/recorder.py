@@ -9,7 +9,6 @@ timeseries.jsonl per engine sample; trajectories.jsonl through the sink's JSONL 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -73,10 +72,10 @@ class RunRecorder:
 
     def event(self, event: StepEvent) -> None:
         if self._events is not None:
-            shift = self.origin_s
-            self._events.append_event(
-                replace(event, start_s=event.start_s - shift, end_s=event.end_s - shift)
-            )
+            record = event.to_dict()  # times relative to the run's origin
+            record["start_s"] -= self.origin_s
+            record["end_s"] -= self.origin_s
+            self._events.append(record)
 
     def step(self, batch: Batch) -> StepRecord:
         """Record a training batch; returns the record written."""

@@ -85,7 +85,8 @@ def read_jsonl_records(path: Path) -> Iterator[dict[str, Any]]:
 
 def _numbered_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     with path.open("rb") as file:
-        lines = file.read().split(b"\n")
+        data = file.read()
+    lines = _split_lines(data)
     tail = lines.pop()
     for number, line in enumerate(lines, start=1):
         if line.strip():
@@ -93,16 +94,25 @@ def _numbered_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     if tail.strip():
         try:
             record = json.loads(tail)
-        except json.JSONDecodeError:
-            return  # torn by a crash mid-write
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return  # torn by a crash mid-write (perhaps inside a multi-byte character)
         if isinstance(record, dict):
             yield len(lines) + 1, record
 
 
-def _parse_line(path: Path, number: int, line: bytes) -> dict[str, Any]:
+def _split_lines(data: bytes) -> list[Any]:
+    """The lines as str (json then skips its per-line encoding detection, most of its cost
+    here), or as bytes when the file is not valid UTF-8 (a torn tail): parsed one by one."""
+    try:
+        return data.decode("utf-8").split("\n")
+    except UnicodeDecodeError:
+        return data.split(b"\n")
+
+
+def _parse_line(path: Path, number: int, line: bytes | str) -> dict[str, Any]:
     try:
         record = json.loads(line)
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise RunDirError(f"{path}:{number} is not valid JSON ({exc}); fix or remove it") from exc
     if not isinstance(record, dict):
         raise RunDirError(f"{path}:{number} holds a {type(record).__name__}, not a JSON object")

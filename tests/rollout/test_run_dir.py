@@ -81,6 +81,13 @@ def test_torn_last_line_is_skipped(tmp_path: Path) -> None:
     assert list(read_jsonl_records(path)) == [{"a": 1}, {"a": 2}]
 
 
+def test_a_tail_torn_inside_a_multibyte_character_is_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "log.jsonl"
+    path.write_bytes('{"a": "é"}\n{"a": "é'.encode()[:-1])  # the crash split the "é"
+
+    assert list(read_jsonl_records(path)) == [{"a": "é"}]
+
+
 def test_complete_last_line_without_newline_is_kept(tmp_path: Path) -> None:
     path = tmp_path / "log.jsonl"
     path.write_text('{"a": 1}\n{"a": 2}', encoding="utf-8")
