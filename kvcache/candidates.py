@@ -67,11 +67,13 @@ class CandidateHeap:
         (its key can only have grown since, which `pop` re-keys); most refreshes are such
         no-ops, so the heap does not fill with duplicates.
         """
-        if not self._is_candidate(node):
-            return
         key_class = class_index(node.high_ref, node.low_ref)
-        if self._live_seq(node) >= 0 and self._entry_class(node) <= key_class:
-            return
+        if self._device:
+            has_entry = node.device_seq >= 0 and node.device_entry_class <= key_class
+        else:
+            has_entry = node.host_seq >= 0 and node.host_entry_class <= key_class
+        if has_entry or not self._is_candidate(node):
+            return  # (an entry of a node that stopped being a candidate is dropped on pop)
         heapq.heappush(
             self._heap, (key_class, node.last_access_s, self._stamp(node, key_class), node)
         )

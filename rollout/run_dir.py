@@ -28,6 +28,7 @@ from types import MappingProxyType, TracebackType
 from typing import Any, Literal, TypeVar
 
 from harness.events import StepEvent
+from harness.gc_pause import paused_gc
 from rollout.errors import SinkError
 from rollout.run_records import (
     MissingRunFileError,
@@ -121,11 +122,12 @@ def _parse_line(path: Path, number: int, line: bytes | str) -> dict[str, Any]:
 
 def _read_typed(path: Path, parse: Callable[[Mapping[str, Any]], _RecordT]) -> list[_RecordT]:
     records = []
-    for number, raw in _numbered_records(path):
-        try:
-            records.append(parse(raw))
-        except RunDirError as exc:
-            raise RunDirError(f"{path}:{number}: {exc}") from exc
+    with paused_gc():  # hundreds of thousands of new objects, all kept: nothing to collect
+        for number, raw in _numbered_records(path):
+            try:
+                records.append(parse(raw))
+            except RunDirError as exc:
+                raise RunDirError(f"{path}:{number}: {exc}") from exc
     return records
 
 

@@ -185,6 +185,10 @@ class RolloutScheduler:
         self._engines: dict[str, _Engine] = {}
         self._entries: dict[str, _Entry] = {}
         self._queues: dict[_QueueKey, dict[str, _Entry]] = {}
+        # The queues by level, valid while no queue is created or dropped and the assignment
+        # is the same object (dispatch runs on every event; this changes far less often).
+        self._levels: dict[QueueLevel, list[dict[str, _Entry]]] | None = None
+        self._levels_assignment: PriorityAssignment | None = None
         self._assignment = PriorityAssignment()
         self._group_engine: dict[str, str] = {}
         self._group_live: dict[str, int] = {}
@@ -334,10 +338,7 @@ class RolloutScheduler:
 
     def _waiting_in_order(self, *, high_only: bool = False) -> Iterator[_Entry]:
         """Waiting samples level by level, FIFO within a level (a snapshot per level)."""
-        by_level: dict[QueueLevel, list[dict[str, _Entry]]] = {}
-        for (group_id, kind), queue in self._queues.items():  # one pass, not one per level
-            level = _LEVELS[kind, self._assignment.is_critical(group_id)]
-            by_level.setdefault(level, []).append(queue)
+        by_level = self._queues_by_level()
         for level in QueueLevel:
             high = level in (QueueLevel.INTERRUPTED_HIGH, QueueLevel.BACK_FROM_ENV_HIGH)
             if high_only and not high:
@@ -347,6 +348,15 @@ class RolloutScheduler:
                 continue
             streams = [list(queue.values()) for queue in queues]
             yield from heapq.merge(*streams, key=lambda entry: entry.queue_seq)
+
+    def _queues_by_level(self) -> dict[QueueLevel, list[dict[str, _Entry]]]:
+        if self._levels is None or self._levels_assignment is not self._assignment:
+            by_level: dict[QueueLevel, list[dict[str, _Entry]]] = {}
+            for (group_id, kind), queue in self._queues.items():  # one pass, not one per level
+                level = _LEVELS[kind, self._assignment.is_critical(group_id)]
+                by_level.setdefault(level, []).append(queue)
+            self._levels, self._levels_assignment = by_level, self._assignment
+        return self._levels
 
     def _has_free_slot(self) -> bool:
         return any(e.free_slots and not e.paused for e in self._engines.values())
@@ -471,7 +481,11 @@ class RolloutScheduler:
         entry.queue_seq = self._queue_seq
         self._queue_seq += 1
         key = (entry.sample.group_id, entry.wait_kind)
-        self._queues.setdefault(key, {})[entry.sample.sample_id] = entry
+        queue = self._queues.get(key)
+        if queue is None:
+            queue = self._queues[key] = {}
+            self._levels = None  # a new queue: regroup by level
+        queue[entry.sample.sample_id] = entry
 
     def _dequeue(self, entry: _Entry) -> None:
         key = (entry.sample.group_id, entry.wait_kind)
@@ -480,6 +494,7 @@ class RolloutScheduler:
             return
         if not queue:
             del self._queues[key]
+            self._levels = None
 
     def _release_slot(self, entry: _Entry) -> None:
         if entry.engine is not None:

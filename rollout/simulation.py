@@ -8,6 +8,7 @@ workload, engine, model and seed.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 
 from harness.clock import LoopClock
 from harness.events import EventBus
+from harness.gc_pause import paused_gc
 from rollout.batch import Batch
 from rollout.conductor import Conductor
 from rollout.config import RolloutConfig
@@ -114,11 +116,15 @@ async def simulate_policy(
     writers = recorder.trajectory_writers() if recorder and config.write_trajectories else ()
     sink = TrajectorySink(config.group_size, writers)
 
+    collect_per_step = config.garbage_collection == "per_step"
+
     def record(batch: Batch) -> None:
         if recorder is not None:
             recorder.step(batch)
         if on_batch is not None:
             on_batch(batch)
+        if collect_per_step:
+            gc.collect()  # the cycles of a whole step, at once (see `paused_gc`)
 
     predictor = None
     if simulation.rollout.predictor.kind == "oracle":
@@ -138,12 +144,13 @@ async def simulate_policy(
         on_timeseries=recorder.timeseries if recorder is not None else None,
     )
     try:
-        async with conductor:
-            batches = await SimulatedTrainer(config.trainer, on_batch=record).run(
-                conductor, config.steps
-            )
-            elapsed_s = clock.now() - conductor.origin_s
-            busy_s = stack.engine.counters.busy_s
+        with paused_gc(collect_per_step):
+            async with conductor:
+                batches = await SimulatedTrainer(config.trainer, on_batch=record).run(
+                    conductor, config.steps
+                )
+                elapsed_s = clock.now() - conductor.origin_s
+                busy_s = stack.engine.counters.busy_s
     finally:
         await stack.engine.aclose()
         if recorder is not None:
