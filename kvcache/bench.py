@@ -4,6 +4,8 @@ Run `python -m kvcache.bench` (about a minute on 2 cores) or shrink it with flag
 `python -m kvcache.bench --tokens 100000 --sessions 1000`. It builds a cache of agent sessions
 (groups of samples sharing a prompt, each context inserted over several turns so the tree is
 deep), then times single operations with `time.perf_counter` and prints one table row each.
+Contexts carry their page keys, as the engine's requests do (`kvcache.page_keys`); a lookup of
+a plain tuple also hashes its pages first.
 Figures are for comparison between policies and revisions on one machine, not absolutes.
 """
 
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 
 from kvcache.config import KVCacheConfig
 from kvcache.eviction_order import EvictionClass
+from kvcache.page_keys import AppendOnlyPageKeys, TokenSnapshot
 from kvcache.policy_base import CachePolicyBase
 from kvcache.registry import make_kv_policy
 from kvcache.types import Priority
@@ -58,7 +61,7 @@ class BenchRow:
 
 @dataclass(frozen=True, slots=True)
 class _Workload:
-    contexts: list[tuple[int, ...]]  # per session, page-aligned
+    contexts: list[TokenSnapshot]  # per session, page-aligned
     priorities: list[Priority]
     prompt_tokens: int  # shared by the samples of a group
     unique_tokens: int  # tokens the tree holds once every context is cached
@@ -77,11 +80,13 @@ def _workload(settings: BenchSettings) -> _Workload:
         tuple(rng.randrange(settings.vocab_size) for _ in range(prompt_tokens))
         for _ in range(groups)
     ]
-    contexts: list[tuple[int, ...]] = []
+    contexts: list[TokenSnapshot] = []
     priorities: list[Priority] = []
     for index in range(settings.sessions):
-        tail = tuple(rng.randrange(settings.vocab_size) for _ in range(tail_tokens))
-        contexts.append(prompts[index % groups] + tail)
+        tail = [rng.randrange(settings.vocab_size) for _ in range(tail_tokens)]
+        record = [*prompts[index % groups], *tail]
+        # As the engine's requests do: the context carries its page keys (hashed once).
+        contexts.append(TokenSnapshot(record, AppendOnlyPageKeys(record)))
         high = rng.random() < settings.high_priority_fraction
         priorities.append(Priority.HIGH if high else Priority.LOW)
     unique = groups * prompt_tokens + settings.sessions * tail_tokens

@@ -16,7 +16,7 @@ from rollout.batch import Batch
 from rollout.dispatch import DispatchCounts
 from rollout.timeseries import EngineCounters
 
-__all__ = ["RunSummary", "summarize_run"]
+__all__ = ["BatchDigest", "RunSummary", "digest_batch", "summarize_run"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,9 +51,41 @@ class RunSummary:
         return sum(self.t_next_s)
 
 
+@dataclass(frozen=True, slots=True)
+class BatchDigest:
+    """What a run summary needs of one consumed batch (not its token arrays, which a long
+    simulation should not keep: 2,048 SWE-like trajectories hold about 3 GB)."""
+
+    complete_s: float
+    wait_s: float
+    useful_s: float  # Σ gen + act over its samples
+    waiting_s: float  # Σ pre_gen + pre_act over its samples
+    rewards: tuple[float, ...]  # of its trainable samples
+    samples: int
+    infra_failures: int
+
+
+def digest_batch(batch: Batch) -> BatchDigest:
+    useful = waiting = 0.0
+    for trajectory in batch.trajectories:
+        phases = trajectory.phase_totals_s()
+        useful += phases["gen"] + phases["act"]
+        waiting += phases["pre_gen"] + phases["pre_act"]
+    trajectories = batch.trajectories
+    return BatchDigest(
+        complete_s=batch.complete_s,
+        wait_s=batch.wait_s,
+        useful_s=useful,
+        waiting_s=waiting,
+        rewards=tuple(t.reward for t in trajectories if t.is_trainable and t.reward is not None),
+        samples=len(trajectories),
+        infra_failures=sum(1 for t in trajectories if t.infra_error is not None),
+    )
+
+
 def summarize_run(
     policy: str,
-    batches: Sequence[Batch],
+    batches: Sequence[BatchDigest],
     *,
     origin_s: float,
     elapsed_s: float,
@@ -62,19 +94,16 @@ def summarize_run(
     counters: Mapping[str, EngineCounters],
     dispatch: DispatchCounts,
 ) -> RunSummary:
-    """Summarize consumed `batches`; `busy_s` is summed over `engines` during `elapsed_s`."""
+    """Summarize consumed `batches` (`digest_batch` of each, in order); `busy_s` is summed
+    over `engines` during `elapsed_s`."""
     t_next = []
     previous_s = origin_s
     for batch in batches:
         t_next.append(batch.complete_s - previous_s)
         previous_s = batch.complete_s
-    trajectories = [t for batch in batches for t in batch.trajectories]
-    useful = waiting = 0.0
-    for trajectory in trajectories:
-        phases = trajectory.phase_totals_s()
-        useful += phases["gen"] + phases["act"]
-        waiting += phases["pre_gen"] + phases["pre_act"]
-    rewards = [t.reward for t in trajectories if t.is_trainable and t.reward is not None]
+    useful = sum(batch.useful_s for batch in batches)
+    waiting = sum(batch.waiting_s for batch in batches)
+    rewards = [reward for batch in batches for reward in batch.rewards]
     prompt = sum(c.prompt_tokens for c in counters.values())
     cached = sum(c.cached_tokens for c in counters.values())
     return RunSummary(
@@ -88,6 +117,6 @@ def summarize_run(
         preemptions=dispatch.preemptions,
         interruptions=dispatch.interruptions,
         rewards_mean=sum(rewards) / len(rewards) if rewards else None,
-        samples=len(trajectories),
-        infra_failures=sum(1 for t in trajectories if t.infra_error is not None),
+        samples=sum(batch.samples for batch in batches),
+        infra_failures=sum(batch.infra_failures for batch in batches),
     )

@@ -146,7 +146,7 @@ async def simulate_policy(
     try:
         with paused_gc(collect_per_step):
             async with conductor:
-                batches = await SimulatedTrainer(config.trainer, on_batch=record).run(
+                digests = await SimulatedTrainer(config.trainer, on_batch=record).run(
                     conductor, config.steps
                 )
                 elapsed_s = clock.now() - conductor.origin_s
@@ -157,7 +157,7 @@ async def simulate_policy(
             recorder.close()
     summary = summarize_run(
         policy.name,
-        batches,
+        digests,
         origin_s=conductor.origin_s,
         elapsed_s=elapsed_s,
         busy_s=busy_s,

@@ -121,7 +121,10 @@ async def run_swe_rollout(
     recorder = RunRecorder(run_dir, described, origin_s=clock.now())
     recorder.attach(bus)
 
+    batches: list[Batch] = []  # a few small groups: kept whole for the caller
+
     def record(batch: Batch) -> None:
+        batches.append(batch)
         recorder.step(batch)
         if on_batch is not None:
             on_batch(batch)
@@ -164,7 +167,7 @@ async def run_swe_rollout(
             )
             async with conductor:
                 trainer = SimulatedTrainer(config.trainer, on_batch=record)
-                batches = await trainer.run(conductor, config.steps)
+                digests = await trainer.run(conductor, config.steps)
                 elapsed_s = clock.now() - conductor.origin_s
                 busy_s = engine.counters.busy_s
     finally:
@@ -172,7 +175,7 @@ async def run_swe_rollout(
         recorder.close()
     summary = summarize_run(
         policy.name,
-        batches,
+        digests,
         origin_s=conductor.origin_s,
         elapsed_s=elapsed_s,
         busy_s=busy_s,

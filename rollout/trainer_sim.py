@@ -16,6 +16,7 @@ from typing import Protocol
 
 from rollout.batch import Batch
 from rollout.run_config import TrainerSimConfig
+from rollout.run_summary import BatchDigest, digest_batch
 
 __all__ = ["BatchSource", "SimulatedTrainer"]
 
@@ -37,14 +38,15 @@ class SimulatedTrainer:
         self._config = config
         self._on_batch = on_batch
 
-    async def run(self, source: BatchSource, steps: int) -> list[Batch]:
-        """Train `steps` steps; returns their batches in order."""
+    async def run(self, source: BatchSource, steps: int) -> list[BatchDigest]:
+        """Train `steps` steps; returns a digest of each batch, in order (the batches, with
+        their token arrays, are let go once `on_batch` has seen them)."""
         if steps < 1:
             raise ValueError(f"steps must be >= 1, got {steps}")
-        consumed: list[Batch] = []
+        consumed: list[BatchDigest] = []
         async with contextlib.aclosing(source.batches()) as stream:
             async for batch in stream:
-                consumed.append(batch)
+                consumed.append(digest_batch(batch))
                 if self._on_batch is not None:
                     self._on_batch(batch)
                 await asyncio.sleep(self._config.train_time_s)

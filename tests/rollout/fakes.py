@@ -331,6 +331,16 @@ async def train(
     train_time_s: float = 5.0,
     on_batch: Callable[[Batch], None] | None = None,
 ) -> list[Batch]:
-    """Run the simulated trainer for `steps` steps inside the conductor's lifetime."""
-    trainer = SimulatedTrainer(TrainerSimConfig(train_time_s=train_time_s), on_batch=on_batch)
-    return await trainer.run(rollout.conductor, steps)
+    """Run the simulated trainer for `steps` steps inside the conductor's lifetime; returns
+    the batches it consumed (whole: tests inspect their trajectories)."""
+    batches: list[Batch] = []
+
+    def keep(batch: Batch) -> None:
+        batches.append(batch)
+        if on_batch is not None:
+            on_batch(batch)
+
+    trainer = SimulatedTrainer(TrainerSimConfig(train_time_s=train_time_s), on_batch=keep)
+    digests = await trainer.run(rollout.conductor, steps)
+    assert [digest.complete_s for digest in digests] == [batch.complete_s for batch in batches]
+    return batches
