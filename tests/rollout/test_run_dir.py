@@ -103,6 +103,14 @@ def test_bad_line_in_the_middle_is_reported_with_its_line_number(tmp_path: Path)
         list(read_jsonl_records(path))
 
 
+def test_two_values_on_one_line_are_reported_with_its_line_number(tmp_path: Path) -> None:
+    path = tmp_path / "log.jsonl"
+    path.write_text('{"a": 1}\n{"a": 2} {"b": 3}\n{"a": 4}\n', encoding="utf-8")
+
+    with pytest.raises(RunDirError, match=r"log\.jsonl:2 is not valid JSON"):
+        list(read_jsonl_records(path))
+
+
 def test_bad_record_is_reported_with_file_and_line(tmp_path: Path) -> None:
     run_dir = RunDir(tmp_path)
     run_dir.steps_path.write_text('{"step": 1, "t_s": 1, "groups": []}\n{"step": 2}\n')
