@@ -255,7 +255,8 @@ class TieredCache:
             raise InvariantError(f"{node!r}: lock_ref went negative; a receipt was replayed")
         if node.on_device:
             self._evictable[class_index(node.high_ref, node.low_ref)] += node.tokens
-        self._device_candidates.push(node)  # a lock never changes host candidacy
+            if not node.device_children:  # a device leaf: evictable now
+                self._device_candidates.push(node)  # (a lock never changes host candidacy)
 
     # ----------------------------------------------------------------- session refs
     def set_session(self, session_id: str, priority: Priority, leaf: TreeNode) -> None:
@@ -730,6 +731,11 @@ class TieredCache:
 
     # ----------------------------------------------------------------- internals: heaps
     def _refresh(self, node: TreeNode) -> None:
-        """Push fresh candidate entries for `node` (it may have become one, or its key dropped)."""
-        self._device_candidates.push(node)
-        self._host_candidates.push(node)
+        """Push fresh candidate entries for `node` (it may have become one, or its key dropped).
+
+        The tier tests are `is_device_candidate`/`is_host_candidate` minus liveness, inlined:
+        this runs millions of times and most nodes are interior, so candidates of neither."""
+        if node.on_device and not node.device_children and not node.lock_ref:
+            self._device_candidates.push(node)
+        if node.on_host and not node.host_pin and (node.on_device or not node.children):
+            self._host_candidates.push(node)

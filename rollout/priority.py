@@ -61,6 +61,10 @@ class GroupStatus:
     admitted_step: int
     admission_order: int
     remaining_work_s: tuple[float, ...] = ()
+    closure_cost_s: float = field(init=False)  # computed once: every recomputation sorts by it
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "closure_cost_s", closure_cost_s(self.remaining_work_s))
 
 
 _EMPTY_RANKS: Mapping[str, int] = MappingProxyType({})
@@ -100,7 +104,7 @@ def assign_priorities(
     ``D = B − ready_groups`` groups are critical.
     """
     demand = max(0, admission.groups_per_batch - ready_groups)
-    costs = {group.group_id: closure_cost_s(group.remaining_work_s) for group in groups}
+    costs = {group.group_id: group.closure_cost_s for group in groups}
 
     def is_overdue(group: GroupStatus) -> bool:
         deadline = group.admitted_step + admission.async_factor - 1
@@ -185,7 +189,7 @@ class CriticalGroupTracker:
         before = remaining[sample_id]
         remaining[sample_id] = work_s
         status = self._statuses.get(group_id)
-        cost = math.inf if status is None else closure_cost_s(status.remaining_work_s)
+        cost = math.inf if status is None else status.closure_cost_s
         if work_s > cost or (before == cost and work_s != before):
             self._restate(group_id)  # the group's slowest sample moved: its cost did
 
