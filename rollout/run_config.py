@@ -242,12 +242,14 @@ class SimulateConfig(FrozenConfig):
         description="Write trajectories.jsonl (full token arrays: JSON costs about as much CPU as "
         "the simulation itself on large runs; metrics and the report do not need it).",
     )
-    garbage_collection: Literal["per_step", "automatic"] = Field(
-        default="per_step",
-        description="When Python collects reference cycles during a simulated run: once per "
-        "training step ('per_step': the collector's pauses cost about 8% of a large run's CPU "
-        "otherwise; acyclic garbage is freed at once either way) or whenever it decides "
-        "('automatic').",
+    garbage_collection: Literal["end_of_run", "per_step", "automatic"] = Field(
+        default="end_of_run",
+        description="When Python's cycle collector runs during a simulated run. 'end_of_run': "
+        "once, after it (acyclic garbage is freed at once anyway, and the simulator makes few "
+        "cycles: peak memory of a 2,048-sample swe_like run is the same with no collection); "
+        "'per_step': also after each training step (bounds cyclic garbage on long runs; each "
+        "pass walks the live heap, about 0.7 s at that size); 'automatic': Python's default "
+        "(its passes cost about 8% of such a run's CPU).",
     )
     out_dir: str = Field(
         default="runs/simulate",

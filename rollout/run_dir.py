@@ -111,6 +111,8 @@ def _split_lines(data: bytes) -> list[Any]:
 
 
 _DECODER = json.JSONDecoder()
+# One encoder for every record: `json.dumps` with options builds a new one per call.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
 
 
 def _loads(line: bytes | str) -> Any:
@@ -167,7 +169,7 @@ class JsonlAppender:
         """Write `record` as one line (values JSON cannot hold are written as strings)."""
         if self._file.closed:
             raise RunDirError(f"{self._path} is closed; open a new appender to add records")
-        self._file.write(json.dumps(record, separators=(",", ":"), default=str) + "\n")
+        self._file.write(_ENCODER.encode(record) + "\n")
         if self._flush_each_record:
             self._file.flush()
 

@@ -117,6 +117,7 @@ async def simulate_policy(
     sink = TrajectorySink(config.group_size, writers)
 
     collect_per_step = config.garbage_collection == "per_step"
+    pause_collector = config.garbage_collection != "automatic"
 
     def record(batch: Batch) -> None:
         if recorder is not None:
@@ -124,7 +125,7 @@ async def simulate_policy(
         if on_batch is not None:
             on_batch(batch)
         if collect_per_step:
-            gc.collect()  # the cycles of a whole step, at once (see `paused_gc`)
+            gc.collect()  # the step's cycles, at once (see `paused_gc`)
 
     predictor = None
     if simulation.rollout.predictor.kind == "oracle":
@@ -144,7 +145,7 @@ async def simulate_policy(
         on_timeseries=recorder.timeseries if recorder is not None else None,
     )
     try:
-        with paused_gc(collect_per_step):
+        with paused_gc(pause_collector):
             async with conductor:
                 digests = await SimulatedTrainer(config.trainer, on_batch=record).run(
                     conductor, config.steps
@@ -155,6 +156,8 @@ async def simulate_policy(
         await stack.engine.aclose()
         if recorder is not None:
             recorder.close()
+        if pause_collector:
+            gc.collect()  # this run's cycles, before anything else runs
     summary = summarize_run(
         policy.name,
         digests,

@@ -8,6 +8,7 @@ after it. `build` turns the record into a validated `rollout.types.Trajectory`.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,10 @@ from rollout.errors import TrajectoryError
 from rollout.types import NO_VERSION, Trajectory, Turn
 
 __all__ = ["Span", "TrajectoryBuilder"]
+
+_ZERO = array("b", (0,))
+_ONE = array("b", (1,))
+_NO_VERSION = array("q", (NO_VERSION,))
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,9 +38,12 @@ class TrajectoryBuilder:
     def __init__(self, prompt_ids: Sequence[int]) -> None:
         self._token_ids: list[int] = []
         self._page_keys = AppendOnlyPageKeys(self._token_ids)  # valid: only ever appended to
-        self._loss_mask: list[int] = []
-        self._logprobs: list[float] = []
-        self._versions: list[int] = []
+        # Mask and versions are small ints: typed arrays hold them in 1 and 8 bytes, and
+        # unlike lists the garbage collector never walks them (a live sample's record is
+        # tens of thousands of tokens; a collection would visit every entry).
+        self._loss_mask = array("b")
+        self._logprobs: list[float] = []  # the engine's float objects, shared, not copied
+        self._versions = array("q")
         self._turns: list[Turn] = []
         self._turn_start: int | None = None
         self._generated = 0
@@ -110,9 +118,9 @@ class TrajectoryBuilder:
         if ids and version < 0:
             raise TrajectoryError(f"generated tokens need a policy version >= 0, got {version}")
         self._token_ids.extend(ids)
-        self._loss_mask.extend([1] * len(ids))
+        self._loss_mask.extend(_ONE * len(ids))
         self._logprobs.extend(map(float, logprobs))
-        self._versions.extend([version] * len(ids))
+        self._versions.extend(array("q", (version,)) * len(ids))
         self._generated += len(ids)
 
     def end_turn(self) -> Span:
@@ -183,6 +191,6 @@ class TrajectoryBuilder:
 
     def _append_fixed(self, ids: Sequence[int]) -> None:
         self._token_ids.extend(ids)
-        self._loss_mask.extend([0] * len(ids))
+        self._loss_mask.extend(_ZERO * len(ids))
         self._logprobs.extend([0.0] * len(ids))
-        self._versions.extend([NO_VERSION] * len(ids))
+        self._versions.extend(_NO_VERSION * len(ids))
