@@ -385,5 +385,12 @@ def _resolve(future: asyncio.Future[bool], woken: bool) -> None:
 
 
 def _flat_fields(record: Any) -> list[tuple[str, Any]]:
-    """A flat dataclass's (name, value) pairs; `asdict`'s deep copy is the cost of a stats call."""
-    return [(field.name, getattr(record, field.name)) for field in fields(record)]
+    """A flat dataclass's (name, value) pairs; `asdict`'s deep copy is the cost of a stats call
+    (and `fields()` builds its tuple anew each time: the names are cached per type)."""
+    names = _FIELD_NAMES.get(type(record))
+    if names is None:
+        names = _FIELD_NAMES[type(record)] = tuple(field.name for field in fields(record))
+    return [(name, getattr(record, name)) for name in names]
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
