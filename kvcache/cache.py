@@ -35,7 +35,6 @@ from kvcache.types import AllocationResult, InsertResult, LockReceipt, Priority
 
 __all__ = ["CacheMatch", "LoadOutcome", "TierRules", "TieredCache"]
 
-Tokens = tuple[int, ...]
 _CLASSES = len(EvictionClass)
 
 
