@@ -109,21 +109,17 @@ class AppendOnlyPageKeys:
         return keys
 
 
-class TokenSnapshot(Sequence[int]):
-    """The first `length` ids of a list that only ever grows, frozen without copying them.
+class TokenPrefix(Sequence[int]):
+    """The first `length` tokens of `base` without copying them; slices come back as tuples
+    (clipped to the prefix), and page keys are `base`'s."""
 
-    What a trajectory record hands to the engine each turn: O(1) to take however long the
-    context is, equal to (and hashed like) the tuple of its ids, slices come back as tuples,
-    and `page_keys` come from the record's memo. Valid only while the owner never rewrites or
-    truncates the list (the `TrajectoryBuilder` only appends). Pickles as a plain tuple.
-    """
+    __slots__ = ("_base", "_length")
 
-    __slots__ = ("_length", "_memo", "_tokens")
-
-    def __init__(self, tokens: list[int], memo: AppendOnlyPageKeys | None = None) -> None:
-        self._tokens = tokens
-        self._length = len(tokens)
-        self._memo = memo
+    def __init__(self, base: TokenSequence, length: int) -> None:
+        if not 0 <= length <= len(base):
+            raise ValueError(f"a prefix of {length} tokens of a {len(base)}-token sequence")
+        self._base = base
+        self._length = length
 
     def __len__(self) -> int:
         return self._length
@@ -137,14 +133,42 @@ class TokenSnapshot(Sequence[int]):
     def __getitem__(self, index: int | slice) -> int | Tokens:
         if isinstance(index, slice):
             start, stop, step = index.indices(self._length)
-            return tuple(self._tokens[start:stop:step])
+            return tuple(self._base[start:stop:step])  # a tuple's own slice is not copied
         position = index + self._length if index < 0 else index
         if not 0 <= position < self._length:
-            raise IndexError("token snapshot index out of range")
-        return self._tokens[position]
+            raise IndexError("token prefix index out of range")
+        return self._base[position]
 
     def __iter__(self) -> Iterator[int]:
-        return islice(self._tokens, self._length)
+        # Any TokenSequence iterates (indexing from 0 until IndexError, if it has no
+        # __iter__); the protocol only promises len and indexing.
+        return islice(self._base, self._length)  # type: ignore[call-overload]
+
+    def page_keys(self, page_size: int, n_pages: int) -> Sequence[int]:
+        if n_pages * page_size > self._length:
+            raise ValueError(
+                f"{n_pages} pages of {page_size} tokens do not fit in {self._length} tokens"
+            )
+        return self._keys_of_base(page_size, n_pages)
+
+    def _keys_of_base(self, page_size: int, n_pages: int) -> Sequence[int]:
+        return page_keys(self._base, page_size, n_pages)
+
+
+class TokenSnapshot(TokenPrefix):
+    """The ids of a list that only ever grows, as long as it is now, frozen without copying.
+
+    What a trajectory record hands to the engine each turn: O(1) to take however long the
+    context is, equal to (and hashed like) the tuple of its ids, slices come back as tuples,
+    and `page_keys` come from the record's memo. Valid only while the owner never rewrites or
+    truncates the list (the `TrajectoryBuilder` only appends). Pickles as a plain tuple.
+    """
+
+    __slots__ = ("_memo",)
+
+    def __init__(self, tokens: list[int], memo: AppendOnlyPageKeys | None = None) -> None:
+        super().__init__(tokens, len(tokens))
+        self._memo = memo
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, TokenSnapshot | tuple | list):
@@ -166,49 +190,7 @@ class TokenSnapshot(Sequence[int]):
     def __reduce__(self) -> tuple[Any, ...]:
         return (tuple, (self[:],))
 
-    def page_keys(self, page_size: int, n_pages: int) -> Sequence[int]:
-        if n_pages * page_size > self._length:
-            raise ValueError(
-                f"{n_pages} pages of {page_size} tokens do not fit in {self._length} tokens"
-            )
+    def _keys_of_base(self, page_size: int, n_pages: int) -> Sequence[int]:
         if self._memo is None:
-            return extend_page_keys([], self, page_size, n_pages)
+            return super()._keys_of_base(page_size, n_pages)
         return self._memo.page_keys(page_size, n_pages)
-
-
-class TokenPrefix:
-    """The first `length` tokens of `base` without copying them; slices come back from `base`
-    (clipped), and page keys are `base`'s."""
-
-    __slots__ = ("_base", "_length")
-
-    def __init__(self, base: TokenSequence, length: int) -> None:
-        if not 0 <= length <= len(base):
-            raise ValueError(f"a prefix of {length} tokens of a {len(base)}-token sequence")
-        self._base = base
-        self._length = length
-
-    def __len__(self) -> int:
-        return self._length
-
-    @overload
-    def __getitem__(self, index: int) -> int: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[int]: ...
-
-    def __getitem__(self, index: int | slice) -> int | Sequence[int]:
-        if isinstance(index, slice):
-            start, stop, step = index.indices(self._length)
-            return self._base[start:stop:step]
-        position = index + self._length if index < 0 else index
-        if not 0 <= position < self._length:
-            raise IndexError("token prefix index out of range")
-        return self._base[position]
-
-    def page_keys(self, page_size: int, n_pages: int) -> Sequence[int]:
-        if n_pages * page_size > self._length:
-            raise ValueError(
-                f"{n_pages} pages of {page_size} tokens do not fit in {self._length} tokens"
-            )
-        return page_keys(self._base, page_size, n_pages)
