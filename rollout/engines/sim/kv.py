@@ -33,7 +33,7 @@ the link. `stats()` reports occupancy and counters.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol, overload, runtime_checkable
@@ -47,11 +47,12 @@ __all__ = [
     "KVStats",
     "LoadBack",
     "PrefixMatch",
+    "PrivateHold",
     "TokenSeq",
     "Tokens",
     "Transfer",
     "TransferDirection",
-    "check_give_back",
+    "give_back_each",
 ]
 
 Tokens = tuple[int, ...]
@@ -186,13 +187,25 @@ class KVStats:
     prefetches_late: int | None = None  # of which landed after it returned
 
 
-def check_give_back(rid: str, tokens: int, private_tokens: int) -> None:
-    """Raise unless a request holding `private_tokens` reserved tokens may give `tokens` back."""
-    if not 0 <= tokens <= private_tokens:
-        raise ValueError(
-            f"request {rid!r} cannot give back {tokens} tokens: it holds {private_tokens} "
-            "private tokens; give back only what reserve() granted and no forward used"
-        )
+class PrivateHold(Protocol):
+    """A backend's record of one request's private (reserved, not yet cached) device tokens."""
+
+    private: int
+
+
+def give_back_each(spare: Sequence[tuple[str, int]], hold_of: Callable[[str], PrivateHold]) -> int:
+    """Take `tokens` back from each request's private reservation (`unreserve_each`): every
+    amount is checked before any changes, so a refusal changes nothing. Returns the total."""
+    holds = [(hold_of(rid), rid, tokens) for rid, tokens in spare]
+    for hold, rid, tokens in holds:
+        if not 0 <= tokens <= hold.private:
+            raise ValueError(
+                f"request {rid!r} cannot give back {tokens} tokens: it holds {hold.private} "
+                "private tokens; give back only what reserve() granted and no forward used"
+            )
+    for hold, _, tokens in holds:
+        hold.private -= tokens
+    return sum(tokens for _, _, tokens in holds)
 
 
 @runtime_checkable

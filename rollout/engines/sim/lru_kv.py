@@ -26,7 +26,7 @@ from rollout.engines.sim.kv import (
     TokenSeq,
     Transfer,
     TransferDirection,
-    check_give_back,
+    give_back_each,
 )
 from rollout.engines.sim.radix import RadixNode, RadixTree
 
@@ -196,12 +196,7 @@ class LRURadixKV:
         return 0
 
     def unreserve_each(self, spare: Sequence[tuple[str, int]]) -> None:
-        holds = [(self._hold(rid), rid, tokens) for rid, tokens in spare]
-        for hold, rid, tokens in holds:  # all checked first: a refusal changes nothing
-            check_give_back(rid, tokens, hold.private)
-        for hold, _, tokens in holds:
-            hold.private -= tokens
-            self._private -= tokens
+        self._private -= give_back_each(spare, self._hold)
 
     def unreserve(self, rid: str, tokens: int) -> None:
         self.unreserve_each(((rid, tokens),))

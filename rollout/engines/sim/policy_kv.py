@@ -63,7 +63,7 @@ from rollout.engines.sim.kv import (
     TokenSeq,
     Transfer,
     TransferDirection,
-    check_give_back,
+    give_back_each,
 )
 
 __all__ = ["PolicyKV"]
@@ -265,12 +265,7 @@ class PolicyKV:
         return 0
 
     def unreserve_each(self, spare: Sequence[tuple[str, int]]) -> None:
-        holds = [(self._hold(rid), rid, tokens) for rid, tokens in spare]
-        for hold, rid, tokens in holds:  # all checked first: a refusal changes nothing
-            check_give_back(rid, tokens, hold.private)
-        for hold, _, tokens in holds:
-            hold.private -= tokens
-        self._policy.release(sum(tokens for _, _, tokens in holds), self._clock.now())
+        self._policy.release(give_back_each(spare, self._hold), self._clock.now())
 
     def unreserve(self, rid: str, tokens: int) -> None:
         self.unreserve_each(((rid, tokens),))
