@@ -72,10 +72,7 @@ class RunRecorder:
 
     def event(self, event: StepEvent) -> None:
         if self._events is not None:
-            record = event.to_dict()  # times relative to the run's origin
-            record["start_s"] -= self.origin_s
-            record["end_s"] -= self.origin_s
-            self._events.append(record)
+            self._events.append_event(event, origin_s=self.origin_s)
 
     def step(self, batch: Batch) -> StepRecord:
         """Record a training batch; returns the record written."""

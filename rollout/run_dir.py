@@ -173,9 +173,13 @@ class JsonlAppender:
         if self._flush_each_record:
             self._file.flush()
 
-    def append_event(self, event: StepEvent) -> None:
-        """Write a step event; pass this method to `EventBus.subscribe`."""
-        self.append(event.to_dict())
+    def append_event(self, event: StepEvent, origin_s: float = 0.0) -> None:
+        """Write a step event with its times relative to `origin_s`; pass this method to
+        `EventBus.subscribe` to record times as they are."""
+        record = event.to_dict()
+        record["start_s"] -= origin_s
+        record["end_s"] -= origin_s
+        self.append(record)
 
     def flush(self) -> None:
         self._file.flush()
