@@ -20,15 +20,16 @@ import torch
 from harness.clock import LoopClock
 from harness.config import load_config
 from harness.events import EventBus
-from rollout.conductor import Conductor
-from rollout.config import RolloutConfig, TrainerApiConfig
+from rollout.core.config import RolloutConfig, TrainerApiConfig
 from rollout.engines.sim import ServedModelConfig, SimEngineConfig
-from rollout.policies import resolve_policy
-from rollout.run_config import AgentLoopConfig, ConductorConfig, shape_rollout
-from rollout.sim_setup import build_sim_stack
-from rollout.tokenizer import ByteTokenizer
-from rollout.vtime import run_virtual
-from rollout.workload import WorkloadConfig
+from rollout.jobs.config import shape_rollout
+from rollout.jobs.policies import resolve_policy
+from rollout.runtime.conductor import Conductor
+from rollout.runtime.config import AgentLoopConfig, ConductorConfig
+from rollout.sim.setup import build_sim_stack
+from rollout.sim.vtime import run_virtual
+from rollout.sim.workload import WorkloadConfig
+from rollout.trajectories.tokenizer import ByteTokenizer
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 VOCAB = 512  # a small synthetic vocabulary keeps the toy policy's logits small

@@ -1,9 +1,25 @@
-"""The rollout layer: admission, scheduling, the action-level agent loop, the conductor, the sink.
+"""The rollout layer: staleness-bounded admission, critical-group scheduling, the action-level
+agent loop, engines, exact-token trajectories.
 
-Start from `Conductor` (it owns one run) and its trainer interface, `Conductor.batches()`;
-`rollout.policies` holds the policies and baselines, `rollout.simulation` runs them in virtual
-time. Names are loaded on first use, so importing one core module (say `rollout.scheduler`)
-does not import the whole shell.
+Its rooms, lowest layer first (each may import only the ones before it; `make lint` checks this
+with import-linter contracts in pyproject.toml):
+
+* `core/`: the pure decision core: data model, admission, scheduler and its events, critical
+  groups, live-KV gate, length predictors. No I/O, no clock, no asyncio.
+* `trajectories/`: exact token records: tokenizers and the append-only prompt builder, the
+  trajectory builder, sink, writers, batches and the trainer API.
+* `engines/`: the `Engine` protocol (`base.py`) and its implementations (`sim/`).
+* `observe/`: run directories, records, metrics, the report and its plots.
+* `runtime/`: the asyncio shell: conductor, agent loop, dispatcher, env sessions.
+* `sim/`: simulation only: virtual time, synthetic workloads, the scripted SWE agent, the
+  simulated trainer, the simulated side of a run.
+* `jobs/`: what `conductor run` and `conductor simulate` wire together: their configs, the
+  policy presets, one simulated run, the SWE run.
+* `cli/`: the `conductor` command.
+
+Start from `Conductor` (it owns one run) and its trainer interface, `Conductor.batches()`.
+Names are loaded on first use, so importing one core module (say `rollout.core.scheduler`) does
+not import the whole shell.
 """
 
 from __future__ import annotations
@@ -12,40 +28,35 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from rollout.admission import AdmissionController
-    from rollout.agent_loop import AgentLoop
-    from rollout.batch import Batch
-    from rollout.conductor import Conductor, ConductorStats
-    from rollout.config import RolloutConfig
-    from rollout.env_session import (
+    from rollout.core.admission import AdmissionController
+    from rollout.core.config import RolloutConfig
+    from rollout.core.scheduler import RolloutScheduler
+    from rollout.core.types import Group, Sample, SampleProgress, Trajectory, Turn
+    from rollout.errors import RolloutError
+    from rollout.jobs.config import RunConfig, SimulateConfig
+    from rollout.jobs.policies import builtin_policies, resolve_policy
+    from rollout.jobs.simulation import load_simulation, simulate_policy
+    from rollout.observe.recorder import RunRecorder
+    from rollout.observe.run_summary import RunSummary
+    from rollout.runtime.agent_loop import AgentLoop
+    from rollout.runtime.conductor import Conductor, ConductorStats
+    from rollout.runtime.config import AgentLoopConfig, ConductorConfig, PolicyConfig
+    from rollout.runtime.env_session import (
         ActOutcome,
         EnvSession,
         EnvSessionError,
         SampleRef,
         SessionFactory,
-        SimEnvSession,
         TextEnvSession,
     )
-    from rollout.errors import RolloutError
-    from rollout.loop_host import GenerationTicket, LoopHost, SampleProgress
-    from rollout.policies import builtin_policies, resolve_policy
-    from rollout.recorder import RunRecorder
-    from rollout.run_config import (
-        AgentLoopConfig,
-        ConductorConfig,
-        PolicyConfig,
-        RunConfig,
-        SimulateConfig,
-        TrainerSimConfig,
-    )
-    from rollout.run_summary import RunSummary
-    from rollout.scheduler import RolloutScheduler
-    from rollout.sessions import PooledEnv, PoolSessions, SimWorkloadSessions
-    from rollout.simulation import load_simulation, simulate_policy
-    from rollout.sink import TrajectorySink
-    from rollout.tokenizer import ByteTokenizer, ChatPromptBuilder
-    from rollout.trainer_sim import SimulatedTrainer
-    from rollout.types import Group, Sample, Trajectory, Turn
+    from rollout.runtime.loop_host import GenerationTicket, LoopHost
+    from rollout.runtime.pool_sessions import PooledEnv, PoolSessions
+    from rollout.sim.config import TrainerSimConfig
+    from rollout.sim.sessions import SimEnvSession, SimWorkloadSessions
+    from rollout.sim.trainer import SimulatedTrainer
+    from rollout.trajectories.batch import Batch
+    from rollout.trajectories.sink import TrajectorySink
+    from rollout.trajectories.tokenizer import ByteTokenizer, ChatPromptBuilder
 
 __all__ = [
     "ActOutcome",
@@ -92,47 +103,47 @@ __all__ = [
 ]
 
 _HOMES = {
-    "ActOutcome": "rollout.env_session",
-    "AdmissionController": "rollout.admission",
-    "AgentLoop": "rollout.agent_loop",
-    "AgentLoopConfig": "rollout.run_config",
-    "Batch": "rollout.batch",
-    "ByteTokenizer": "rollout.tokenizer",
-    "ChatPromptBuilder": "rollout.tokenizer",
-    "Conductor": "rollout.conductor",
-    "ConductorConfig": "rollout.run_config",
-    "ConductorStats": "rollout.conductor",
-    "EnvSession": "rollout.env_session",
-    "EnvSessionError": "rollout.env_session",
-    "GenerationTicket": "rollout.loop_host",
-    "Group": "rollout.types",
-    "LoopHost": "rollout.loop_host",
-    "PolicyConfig": "rollout.run_config",
-    "PoolSessions": "rollout.sessions",
-    "PooledEnv": "rollout.sessions",
-    "RolloutConfig": "rollout.config",
+    "ActOutcome": "rollout.runtime.env_session",
+    "AdmissionController": "rollout.core.admission",
+    "AgentLoop": "rollout.runtime.agent_loop",
+    "AgentLoopConfig": "rollout.runtime.config",
+    "Batch": "rollout.trajectories.batch",
+    "ByteTokenizer": "rollout.trajectories.tokenizer",
+    "ChatPromptBuilder": "rollout.trajectories.tokenizer",
+    "Conductor": "rollout.runtime.conductor",
+    "ConductorConfig": "rollout.runtime.config",
+    "ConductorStats": "rollout.runtime.conductor",
+    "EnvSession": "rollout.runtime.env_session",
+    "EnvSessionError": "rollout.runtime.env_session",
+    "GenerationTicket": "rollout.runtime.loop_host",
+    "Group": "rollout.core.types",
+    "LoopHost": "rollout.runtime.loop_host",
+    "PolicyConfig": "rollout.runtime.config",
+    "PoolSessions": "rollout.runtime.pool_sessions",
+    "PooledEnv": "rollout.runtime.pool_sessions",
+    "RolloutConfig": "rollout.core.config",
     "RolloutError": "rollout.errors",
-    "RolloutScheduler": "rollout.scheduler",
-    "RunConfig": "rollout.run_config",
-    "RunRecorder": "rollout.recorder",
-    "RunSummary": "rollout.run_summary",
-    "Sample": "rollout.types",
-    "SampleProgress": "rollout.loop_host",
-    "SampleRef": "rollout.env_session",
-    "SessionFactory": "rollout.env_session",
-    "SimEnvSession": "rollout.env_session",
-    "SimWorkloadSessions": "rollout.sessions",
-    "SimulateConfig": "rollout.run_config",
-    "SimulatedTrainer": "rollout.trainer_sim",
-    "TextEnvSession": "rollout.env_session",
-    "TrainerSimConfig": "rollout.run_config",
-    "Trajectory": "rollout.types",
-    "TrajectorySink": "rollout.sink",
-    "Turn": "rollout.types",
-    "builtin_policies": "rollout.policies",
-    "load_simulation": "rollout.simulation",
-    "resolve_policy": "rollout.policies",
-    "simulate_policy": "rollout.simulation",
+    "RolloutScheduler": "rollout.core.scheduler",
+    "RunConfig": "rollout.jobs.config",
+    "RunRecorder": "rollout.observe.recorder",
+    "RunSummary": "rollout.observe.run_summary",
+    "Sample": "rollout.core.types",
+    "SampleProgress": "rollout.core.types",
+    "SampleRef": "rollout.runtime.env_session",
+    "SessionFactory": "rollout.runtime.env_session",
+    "SimEnvSession": "rollout.sim.sessions",
+    "SimWorkloadSessions": "rollout.sim.sessions",
+    "SimulateConfig": "rollout.jobs.config",
+    "SimulatedTrainer": "rollout.sim.trainer",
+    "TextEnvSession": "rollout.runtime.env_session",
+    "TrainerSimConfig": "rollout.sim.config",
+    "Trajectory": "rollout.core.types",
+    "TrajectorySink": "rollout.trajectories.sink",
+    "Turn": "rollout.core.types",
+    "builtin_policies": "rollout.jobs.policies",
+    "load_simulation": "rollout.jobs.simulation",
+    "resolve_policy": "rollout.jobs.policies",
+    "simulate_policy": "rollout.jobs.simulation",
 }
 
 

@@ -26,8 +26,8 @@ def report(
 ) -> None:
     """Summarise a finished (or running) rollout: T_next, E_rollout, GPU busy, KV, staleness."""
     # Imported here so that other sub-commands do not pay for loading matplotlib.
-    from rollout.report import generate_report
-    from rollout.report_plots import PlotConfig
+    from rollout.observe.plots import PlotConfig
+    from rollout.observe.report import generate_report
 
     try:
         plot_config = load_config(PlotConfig, config, overrides or [])

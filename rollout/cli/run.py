@@ -19,12 +19,12 @@ from rich.table import Table
 
 from harness.config import load_config
 from harness.errors import HarnessError
-from rollout.batch import Batch
 from rollout.cli.console import console, fail
 from rollout.errors import RolloutError
-from rollout.policies import UnknownPolicyError
-from rollout.run_config import RunConfig
-from rollout.swe_run import SWERunResult, run_swe_rollout
+from rollout.jobs.config import RunConfig
+from rollout.jobs.policies import UnknownPolicyError
+from rollout.jobs.swe_run import SWERunResult, run_swe_rollout
+from rollout.trajectories.batch import Batch
 
 __all__ = ["run"]
 
@@ -121,9 +121,9 @@ def _print_totals(result: SWERunResult) -> None:
 
 def _write_report(run_dir: Path) -> None:
     try:
-        from rollout.report import write_report
+        from rollout.observe.report import write_report
     except ImportError:
-        console.print("[yellow]note:[/] rollout.report is not installed; no report written")
+        console.print("[yellow]note:[/] rollout.observe.report is not installed; no report written")
         return
     try:
         path = write_report(run_dir)

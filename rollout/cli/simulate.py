@@ -1,8 +1,8 @@
 """`conductor simulate CONFIG [key=value ...]`: every policy on the same simulated workload.
 
-Each policy runs N training steps in virtual time (`rollout.vtime.run_virtual`) with the same
+Each policy runs N training steps in virtual time (`rollout.sim.vtime.run_virtual`) with the same
 workload, engine, model and seed, writes its own run directory (and report, when
-`rollout.report` is installed), and the command prints one table side by side with the ratio
+`rollout.observe.report` is installed), and the command prints one table side by side with the ratio
 of each baseline to ours. The results are SIMULATED: the table says so and lists the cost
 model it used.
 """
@@ -27,14 +27,14 @@ from rich.table import Table
 
 from harness.config import load_config
 from harness.errors import ConfigError
-from rollout.batch import Batch
 from rollout.cli.console import console, fail
 from rollout.errors import RolloutError
-from rollout.policies import UnknownPolicyError, resolve_policy
-from rollout.run_config import SimulateConfig
-from rollout.run_summary import RunSummary
-from rollout.simulation import PolicyRun, Simulation, load_simulation, simulate_policy
-from rollout.vtime import run_virtual
+from rollout.jobs.config import SimulateConfig
+from rollout.jobs.policies import UnknownPolicyError, resolve_policy
+from rollout.jobs.simulation import PolicyRun, Simulation, load_simulation, simulate_policy
+from rollout.observe.run_summary import RunSummary
+from rollout.sim.vtime import run_virtual
+from rollout.trajectories.batch import Batch
 
 __all__ = ["simulate", "summary_table"]
 
@@ -186,9 +186,9 @@ def _write_report(run: PolicyRun) -> None:
     if run.run_dir is None:
         return
     try:
-        from rollout.report import write_report
+        from rollout.observe.report import write_report
     except ImportError:
-        console.print("[yellow]note:[/] rollout.report is not installed; no report written")
+        console.print("[yellow]note:[/] rollout.observe.report is not installed; no report written")
         return
     try:
         write_report(run.run_dir)

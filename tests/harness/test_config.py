@@ -5,6 +5,7 @@ import pytest
 from harness.config import load_config
 from harness.errors import ConfigError
 from harness.pool import PoolConfig
+from tests.paths import REPO_ROOT
 
 
 def test_defaults_load_without_a_file() -> None:
@@ -36,5 +37,5 @@ def test_override_without_equals_sign_is_explained() -> None:
 
 
 def test_shipped_pool_config_is_valid() -> None:
-    config = load_config(PoolConfig, Path(__file__).parents[2] / "configs/pool/default.yaml")
+    config = load_config(PoolConfig, REPO_ROOT / "configs/pool/default.yaml")
     assert config.max_live >= config.warm_per_image

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from harness.config import load_config
 from harness.errors import ConfigError
 from kvcache import KVCacheConfig
+from tests.paths import CONFIGS
 
-DEFAULT_YAML = Path(__file__).parents[2] / "configs" / "kvcache" / "default.yaml"
+DEFAULT_YAML = CONFIGS / "kvcache" / "default.yaml"
 
 
 def test_the_shipped_yaml_equals_the_code_defaults() -> None:

@@ -18,7 +18,7 @@ from kvcache.page_keys import (
 )
 from kvcache.tree import RadixTree
 from rollout.engines.sim.kv import JoinedTokens
-from rollout.trajectory_builder import TrajectoryBuilder
+from rollout.trajectories.builder import TrajectoryBuilder
 
 PAGE = 4
 

@@ -7,15 +7,14 @@ import asyncio
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from harness.clock import Clock, LoopClock
 from harness.config import load_config
 from harness.events import EventBus, EventRecorder
-from rollout.batch import Batch
-from rollout.conductor import Conductor
-from rollout.config import RolloutConfig
+from rollout.core.config import RolloutConfig
+from rollout.core.scheduler_events import SchedulerEvent
+from rollout.core.types import SampleProgress
 from rollout.engines.base import (
     Engine,
     EngineError,
@@ -25,22 +24,25 @@ from rollout.engines.base import (
     KVHint,
 )
 from rollout.engines.sim import ServedModelConfig, SimEngine, SimEngineConfig, build_sim_engine
-from rollout.env_session import ActOutcome, EnvSession, EnvSessionError, SampleRef, SessionFactory
-from rollout.loop_host import GenerationTicket, SampleProgress
-from rollout.policies import engine_config_for, resolve_policy
-from rollout.run_config import (
-    AgentLoopConfig,
-    ConductorConfig,
-    PolicyConfig,
-    TrainerSimConfig,
-    shape_rollout,
+from rollout.jobs.config import shape_rollout
+from rollout.jobs.policies import resolve_policy
+from rollout.runtime.conductor import Conductor
+from rollout.runtime.config import AgentLoopConfig, ConductorConfig, PolicyConfig
+from rollout.runtime.env_session import (
+    ActOutcome,
+    EnvSession,
+    EnvSessionError,
+    SampleRef,
+    SessionFactory,
 )
-from rollout.scheduler_events import SchedulerEvent
-from rollout.sessions import SimWorkloadSessions
-from rollout.trainer_sim import SimulatedTrainer
-from rollout.workload import SyntheticWorkload, WorkloadConfig
-
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+from rollout.runtime.loop_host import GenerationTicket
+from rollout.sim.config import TrainerSimConfig
+from rollout.sim.sessions import SimWorkloadSessions
+from rollout.sim.setup import engine_config_for
+from rollout.sim.trainer import SimulatedTrainer
+from rollout.sim.workload import SyntheticWorkload, WorkloadConfig
+from rollout.trajectories.batch import Batch
+from tests.paths import CONFIGS
 
 # A short workload: few turns, short outputs, quick tools (virtual seconds).
 SHORT_WORKLOAD = (

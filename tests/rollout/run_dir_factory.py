@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.events import Phase, StepEvent
-from rollout.run_dir import RunDir
-from rollout.run_records import StepRecord, TimeseriesSample
-from rollout.writers import JsonlTrajectoryWriter
+from rollout.observe.run_dir import RunDir
+from rollout.observe.run_records import StepRecord, TimeseriesSample
+from rollout.trajectories.writers import JsonlTrajectoryWriter
 from tests.rollout.trajectory_factory import make_trajectory
 
 GROUPS = 6

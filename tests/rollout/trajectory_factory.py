@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from rollout.tokenizer import ByteTokenizer, ChatPromptBuilder
-from rollout.types import Trajectory, Turn, make_sample_id
+from rollout.core.types import Trajectory, Turn, make_sample_id
+from rollout.trajectories.tokenizer import ByteTokenizer, ChatPromptBuilder
 
 TOKENIZER = ByteTokenizer()
 IM_END = TOKENIZER.special_token_id("<|im_end|>")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from harness.config import load_config
@@ -14,8 +12,9 @@ from rollout.engines.sim import (
     prefill_attention_units,
     step_time_s,
 )
+from tests.paths import CONFIGS
 
-CONFIGS = Path(__file__).resolve().parents[3] / "configs" / "model"
+MODEL_CONFIGS = CONFIGS / "model"
 COST = CostModelConfig(
     t_fix_s=0.001, t_weights_s=0.004, b_c_s=0.0001, b_tok_s=0.00001, c_dec_s=1e-8, c_pf_s=1e-9
 )
@@ -50,16 +49,18 @@ def test_prefill_attention_is_causal_over_the_prefix_and_the_chunk() -> None:
 def test_the_shipped_models_leave_the_kv_pools_of_perf_model_section_9(
     file: str, pool_tokens: int
 ) -> None:
-    model = load_config(ServedModelConfig, CONFIGS / file)
+    model = load_config(ServedModelConfig, MODEL_CONFIGS / file)
     assert model.kv_capacity_tokens(page_tokens=64) == pool_tokens
 
 
 def test_the_8b_model_reproduces_the_section_9_2_sanity_step_at_4k_context_batch_32() -> None:
-    model = load_config(ServedModelConfig, CONFIGS / "qwen3_8b_h200.yaml")
+    model = load_config(ServedModelConfig, MODEL_CONFIGS / "qwen3_8b_h200.yaml")
     assert decode_step_time_s(model.cost, 32, 32 * 4096) == pytest.approx(0.0106, abs=0.0002)
 
 
 def test_a_model_too_big_for_its_gpu_is_rejected_with_the_arithmetic() -> None:
-    model = load_config(ServedModelConfig, CONFIGS / "qwen3_32b_h200.yaml", ["weight_gib=200"])
+    model = load_config(
+        ServedModelConfig, MODEL_CONFIGS / "qwen3_32b_h200.yaml", ["weight_gib=200"]
+    )
     with pytest.raises(ValueError, match="no KV pool"):
         model.kv_capacity_tokens(page_tokens=64)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -48,14 +47,14 @@ from rollout.engines.sim.cost_model import (
     step_time_s,
 )
 from rollout.engines.sim.factory import build_kv_backend, build_sim_engine, policy_kv_config
-from rollout.engines.sim.kv_bench import BenchSetup, run_backend
-from rollout.engines.sim.kv_bench import main as kv_bench_main
 from rollout.engines.sim.policy_kv import PolicyKV
-from rollout.vtime import run_virtual
-from rollout.workload import SyntheticWorkload, WorkloadConfig
+from rollout.sim.kv_bench import BenchSetup, run_backend
+from rollout.sim.kv_bench import main as kv_bench_main
+from rollout.sim.vtime import run_virtual
+from rollout.sim.workload import SyntheticWorkload, WorkloadConfig
+from tests.paths import CONFIGS
 from tests.rollout.engines.doubles import COST, MODEL, STOP, FixedTokens, prompt
 
-CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 PAGE = 4
 HIGH, LOW = 1, 0
 LINK_S_PER_TOKEN = MODEL.kv_bytes_per_token / 47e9  # the engine's default link

@@ -8,7 +8,7 @@ import pkgutil
 import pytest
 
 import rollout.engines.sim
-import rollout.workload
+import rollout.sim.workload
 
 SIM_API = {
     "CostModelConfig", "GpuConfig", "HostTierConfig", "HostWritePolicy", "JoinedTokens",
@@ -26,13 +26,13 @@ WORKLOAD_API = {
 
 
 @pytest.mark.parametrize(
-    ("package", "api"), [(rollout.engines.sim, SIM_API), (rollout.workload, WORKLOAD_API)]
+    ("package", "api"), [(rollout.engines.sim, SIM_API), (rollout.sim.workload, WORKLOAD_API)]
 )
 def test_the_package_root_exports_exactly_its_public_api(package: object, api: set[str]) -> None:
     assert set(package.__all__) == api  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("package", [rollout.engines.sim, rollout.workload])
+@pytest.mark.parametrize("package", [rollout.engines.sim, rollout.sim.workload])
 def test_every_module_declares_all_and_defines_what_it_lists(package: object) -> None:
     for info in pkgutil.iter_modules(package.__path__):  # type: ignore[attr-defined]
         module = importlib.import_module(f"{package.__name__}.{info.name}")  # type: ignore[attr-defined]
@@ -41,5 +41,5 @@ def test_every_module_declares_all_and_defines_what_it_lists(package: object) ->
 
 
 def test_the_virtual_time_module_exports_its_loop_and_runner() -> None:
-    vtime = importlib.import_module("rollout.vtime")
+    vtime = importlib.import_module("rollout.sim.vtime")
     assert set(vtime.__all__) == {"VirtualTimeLoop", "run_virtual"}

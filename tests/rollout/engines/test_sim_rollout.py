@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import pytest
 
 from harness.config import load_config
 from rollout.engines.base import GenerateRequest, SamplingParams
 from rollout.engines.sim import ServedModelConfig, SimEngineConfig, build_sim_engine
-from rollout.engines.sim.bench import main as bench_main
-from rollout.vtime import run_virtual
-from rollout.workload import SyntheticWorkload, WorkloadConfig
-
-CONFIGS = Path(__file__).resolve().parents[3] / "configs"
+from rollout.sim.engine_bench import main as bench_main
+from rollout.sim.vtime import run_virtual
+from rollout.sim.workload import SyntheticWorkload, WorkloadConfig
+from tests.paths import CONFIGS
 
 
 def rollout_log(seed: int) -> list[tuple[str, tuple[int, ...], float]]:

@@ -1,0 +1,256 @@
+"""Critical groups: which unfinished groups are high priority, from closure cost and staleness.
+
+At time t the trainer still needs ``D(t) = B − |ready groups|`` groups. Picking the D groups that
+finish soonest is NP-hard (it contains PARTITION), so each group gets a *closure cost*: the
+largest predicted remaining work over its unfinished samples (a group is done when its slowest
+sample is). The D cheapest groups are *critical* (high priority), all others low. A group whose
+staleness deadline is near is critical regardless, and takes its share of D first: the batch
+must contain it anyway, so it needs fewer other groups (no starvation of expensive groups).
+
+Recompute on every turn boundary (`CriticalGroupTracker.assignment`). The same order gives each
+group a *rank* (0 = most urgent), which breaks ties among preemption victims and orders the env
+pool's act slots (`act_slot_key`). Pure: no clock, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from rollout.core.config import AdmissionConfig, PriorityConfig
+from rollout.core.predictors.base import RemainingWork
+from rollout.core.types import Group
+from rollout.errors import SchedulerError
+
+__all__ = [
+    "ActSlotKey",
+    "CriticalGroupTracker",
+    "GroupStatus",
+    "PriorityAssignment",
+    "act_slot_key",
+    "assign_priorities",
+    "closure_cost_s",
+    "remaining_work_s",
+]
+
+ActSlotKey = tuple[int, int, float, str]
+"""Sort key of a sample waiting for an act slot: smaller runs first."""
+
+
+def remaining_work_s(work: RemainingWork, config: PriorityConfig) -> float:
+    """One seconds-equivalent for a prediction: turns × per-turn overhead + tokens × decode time."""
+    return work.turns * config.seconds_per_turn + work.gen_tokens * config.seconds_per_gen_token
+
+
+def closure_cost_s(remaining_work_s: Iterable[float]) -> float:
+    """Closure cost: the largest remaining work over a group's unfinished samples (0 if none)."""
+    return max(remaining_work_s, default=0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStatus:
+    """An unfinished group as the priority rule sees it.
+
+    `remaining_work_s` holds one entry per sample that has not finished (empty once all have
+    finished and only the reward is pending); `admission_order` breaks ties (older first).
+    """
+
+    group_id: str
+    admitted_step: int
+    admission_order: int
+    remaining_work_s: tuple[float, ...] = ()
+    closure_cost_s: float = field(init=False)  # computed once: every recomputation sorts by it
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "closure_cost_s", closure_cost_s(self.remaining_work_s))
+
+
+_EMPTY_RANKS: Mapping[str, int] = MappingProxyType({})
+_EMPTY_COSTS: Mapping[str, float] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityAssignment:
+    """The outcome of one recomputation."""
+
+    critical: frozenset[str] = frozenset()
+    overdue: frozenset[str] = frozenset()
+    ranks: Mapping[str, int] = field(default_factory=lambda: _EMPTY_RANKS)
+    closure_costs_s: Mapping[str, float] = field(default_factory=lambda: _EMPTY_COSTS)
+    demand: int = 0
+
+    def is_critical(self, group_id: str) -> bool:
+        return group_id in self.critical
+
+    def rank(self, group_id: str) -> int:
+        """0 = most urgent; groups the assignment does not know rank after all known ones."""
+        return self.ranks.get(group_id, len(self.ranks))
+
+
+def assign_priorities(
+    groups: Sequence[GroupStatus],
+    *,
+    ready_groups: int,
+    training_step: int,
+    admission: AdmissionConfig,
+    priority: PriorityConfig,
+) -> PriorityAssignment:
+    """Choose the critical groups among `groups` (the unfinished ones) and rank all of them.
+
+    Order: overdue groups (oldest first), then the rest by closure cost (cheapest first), ties
+    by admission order then id. Critical: every overdue group, plus the cheapest others until
+    ``D = B − ready_groups`` groups are critical.
+    """
+    demand = max(0, admission.groups_per_batch - ready_groups)
+    costs = {group.group_id: group.closure_cost_s for group in groups}
+
+    def is_overdue(group: GroupStatus) -> bool:
+        deadline = group.admitted_step + admission.async_factor - 1
+        return training_step >= deadline - priority.deadline_margin_steps
+
+    overdue = sorted(
+        (group for group in groups if is_overdue(group)),
+        key=lambda group: (group.admission_order, group.group_id),
+    )
+    others = sorted(
+        (group for group in groups if not is_overdue(group)),
+        key=lambda group: (costs[group.group_id], group.admission_order, group.group_id),
+    )
+    ordered = [*overdue, *others]
+    cheapest = others[: max(0, demand - len(overdue))]
+    critical = frozenset(group.group_id for group in (*overdue, *cheapest))
+    return PriorityAssignment(
+        critical=critical,
+        overdue=frozenset(group.group_id for group in overdue),
+        ranks=MappingProxyType({group.group_id: rank for rank, group in enumerate(ordered)}),
+        closure_costs_s=MappingProxyType(costs),
+        demand=demand,
+    )
+
+
+def act_slot_key(
+    *, critical: bool, group_rank: int, waiting_since_s: float, sample_id: str
+) -> ActSlotKey:
+    """The env pool's act-slot order: critical first, then group rank, then first come."""
+    return (0 if critical else 1, group_rank, waiting_since_s, sample_id)
+
+
+class CriticalGroupTracker:
+    """Keeps the per-group inputs of `assign_priorities` up to date from turn-boundary events.
+
+    The shell calls `add_group` on admission, `set_remaining` with each new prediction (at
+    admission and every turn boundary), `sample_finished`, `group_ready` when all samples are
+    rewarded and `group_consumed` when the trainer took it; then `assignment(step)`.
+    A sample without a prediction yet counts as infinitely expensive.
+
+    Called on every turn boundary, so it keeps each group's closure cost current and returns
+    the previous assignment when no input of `assign_priorities` changed (most predictions
+    move a sample that is not its group's slowest, which changes no cost).
+    """
+
+    def __init__(self, admission: AdmissionConfig, priority: PriorityConfig) -> None:
+        self._admission = admission
+        self._priority = priority
+        self._groups: dict[str, Group] = {}
+        self._order: dict[str, int] = {}
+        self._remaining: dict[str, dict[str, float]] = {}  # group -> unfinished sample -> work_s
+        self._sample_group: dict[str, str] = {}
+        self._ready: set[str] = set()
+        self._next_order = 0
+        # Unfinished groups. Each status's largest entry (its closure cost) is current; the
+        # other entries are refreshed with it (they do not enter the assignment).
+        self._statuses: dict[str, GroupStatus] = {}
+        self._last: tuple[int, PriorityAssignment] | None = None  # (training step, assignment)
+
+    @property
+    def ready_groups(self) -> int:
+        """Groups ready for the trainer and not consumed yet."""
+        return len(self._ready)
+
+    def add_group(self, group: Group) -> None:
+        if group.group_id in self._groups:
+            raise SchedulerError(f"group {group.group_id} is already tracked; add it once")
+        self._groups[group.group_id] = group
+        self._order[group.group_id] = self._next_order
+        self._next_order += 1
+        self._remaining[group.group_id] = {}
+        for sample_id in group.sample_ids():
+            self._sample_group[sample_id] = group.group_id
+            self._remaining[group.group_id][sample_id] = math.inf
+        self._restate(group.group_id)
+
+    def set_remaining(self, sample_id: str, work_s: float) -> None:
+        group_id = self._group_of(sample_id)
+        remaining = self._remaining[group_id]
+        if sample_id not in remaining:
+            raise SchedulerError(f"sample {sample_id} already finished; it has no remaining work")
+        before = remaining[sample_id]
+        remaining[sample_id] = work_s
+        status = self._statuses.get(group_id)
+        cost = math.inf if status is None else status.closure_cost_s
+        if work_s > cost or (before == cost and work_s != before):
+            self._restate(group_id)  # the group's slowest sample moved: its cost did
+
+    def sample_finished(self, sample_id: str) -> None:
+        group_id = self._group_of(sample_id)
+        if self._remaining[group_id].pop(sample_id, None) is not None:
+            self._restate(group_id)
+
+    def group_ready(self, group_id: str) -> None:
+        self._require(group_id)
+        self._ready.add(group_id)
+        self._statuses.pop(group_id, None)
+        self._last = None
+
+    def group_consumed(self, group_id: str) -> None:
+        """The trainer took the group (or it was discarded): forget it."""
+        group = self._require(group_id)
+        self._ready.discard(group_id)
+        for sample_id in group.sample_ids():
+            self._sample_group.pop(sample_id, None)
+        del self._groups[group_id], self._order[group_id], self._remaining[group_id]
+        self._statuses.pop(group_id, None)
+        self._last = None
+
+    def assignment(self, training_step: int) -> PriorityAssignment:
+        """The critical groups among the unfinished (not ready) groups, recomputed only when
+        a closure cost, the set of groups, the ready count or the training step changed."""
+        if self._last is not None and self._last[0] == training_step:
+            return self._last[1]
+        assignment = assign_priorities(
+            list(self._statuses.values()),
+            ready_groups=len(self._ready),
+            training_step=training_step,
+            admission=self._admission,
+            priority=self._priority,
+        )
+        self._last = (training_step, assignment)
+        return assignment
+
+    def _restate(self, group_id: str) -> None:
+        """Rebuild the status of an unfinished group after its closure cost changed."""
+        self._last = None
+        if group_id in self._ready:
+            return
+        self._statuses[group_id] = GroupStatus(
+            group_id=group_id,
+            admitted_step=self._groups[group_id].admitted_step,
+            admission_order=self._order[group_id],
+            remaining_work_s=tuple(self._remaining[group_id].values()),
+        )
+
+    def _group_of(self, sample_id: str) -> str:
+        try:
+            return self._sample_group[sample_id]
+        except KeyError:
+            raise SchedulerError(
+                f"sample {sample_id} belongs to no tracked group; add_group() its group first"
+            ) from None
+
+    def _require(self, group_id: str) -> Group:
+        try:
+            return self._groups[group_id]
+        except KeyError:
+            raise SchedulerError(f"group {group_id} is not tracked") from None

@@ -1,0 +1,549 @@
+"""The rollout scheduler: which sample gets which generation slot, and whom to preempt.
+
+A pure decision core: `RolloutScheduler.handle(event)` applies one event and returns the
+decisions it implies (the vocabulary lives in `rollout.core.scheduler_events` and is re-exported
+here). No I/O, no clock (every event carries `now_s`), no asyncio, so it runs unchanged under
+the real runtime and in virtual time. The shell (conductor / agent loop) carries the decisions
+out and reports what happened as further events; a decision counts as done as soon as it is
+returned (a started sample holds its slot at once).
+
+Rules (DESIGN.md §2–3):
+
+* **Order.** When an engine has a free slot it takes the first waiting sample in the order of
+  `QueueLevel`: (1) interrupted, high; (2) back from the environment, high; (3) interrupted,
+  low; (4) back from the environment, low; (5) new, low; first come (in the order the
+  events reported them), first served within a level. *Interrupted*
+  means its generation was aborted mid-turn — by a weight update or by a preemption; both hold a
+  partial output whose prefix is likely still cached, so resuming them first wastes least.
+  A *new* sample of a critical group ranks as (2): it is on the path to the next batch exactly
+  like a sample back from its tool, and starting it late would delay its whole group.
+* **Priority.** A sample is high when its group is critical (`rollout.core.priority`); the shell
+  sends `PrioritiesChanged` after each recomputation.
+* **Throttle.** Low-priority work starts only while the engine's free KV fraction is above
+  `low_priority_kv_watermark`; high-priority work is never throttled.
+* **Preemption.** If a high sample waits and every slot it may use is taken while a
+  low-priority sample generates there, preempt one low sample per waiting high sample (slots
+  already being freed by earlier preemptions are counted first). The victim is the running
+  low sample with the fewest tokens generated in its current turn — least wasted work, and its
+  turn's KV is the cheapest to rebuild if it is evicted — then the one that started last (under
+  continuous batching every running request decodes at the same rate, so the youngest has
+  produced the fewest tokens when the engine reports no progress), then the lowest-priority
+  group, then the sample id. It resumes later from prompt + partial output.
+* **Engines.** Each engine has `max_running_requests` slots. A sample is sticky to the engine
+  of its first generation (its KV lives there); a group's new samples prefer the engine of
+  its siblings (shared prompt prefix), else the engine with most free slots.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from rollout.core.config import SchedulerConfig
+from rollout.core.priority import ActSlotKey, PriorityAssignment, act_slot_key
+from rollout.core.scheduler_events import (
+    ActFinished,
+    ActStarted,
+    Decision,
+    EngineAdded,
+    EngineLoad,
+    EnginePaused,
+    EngineResumed,
+    EngineStatsUpdated,
+    GenerationAborted,
+    GenerationFinished,
+    GenerationProgress,
+    Preempt,
+    PrioritiesChanged,
+    PriorityChanged,
+    SampleAdmitted,
+    SampleFinished,
+    SchedulerEvent,
+    StartGeneration,
+)
+from rollout.core.types import Sample, SampleState
+from rollout.errors import SchedulerError
+
+__all__ = [
+    "ActFinished",
+    "ActStarted",
+    "Decision",
+    "EngineAdded",
+    "EngineLoad",
+    "EnginePaused",
+    "EngineResumed",
+    "EngineStatsUpdated",
+    "GenerationAborted",
+    "GenerationFinished",
+    "GenerationProgress",
+    "Preempt",
+    "PrioritiesChanged",
+    "PriorityChanged",
+    "QueueLevel",
+    "RolloutScheduler",
+    "SampleAdmitted",
+    "SampleFinished",
+    "SchedulerEvent",
+    "StartGeneration",
+    "queue_level",
+]
+
+
+class QueueLevel(IntEnum):
+    """Where a waiting sample stands; lower values get a generation slot first."""
+
+    INTERRUPTED_HIGH = 1
+    BACK_FROM_ENV_HIGH = 2
+    INTERRUPTED_LOW = 3
+    BACK_FROM_ENV_LOW = 4
+    NEW_LOW = 5
+
+
+def queue_level(state: SampleState, *, new: bool, high: bool) -> QueueLevel:
+    """The level of a waiting sample; see the module docstring for the reasons."""
+    if state in (SampleState.PREEMPTED, SampleState.INTERRUPTED):
+        return QueueLevel.INTERRUPTED_HIGH if high else QueueLevel.INTERRUPTED_LOW
+    if state is not SampleState.WAIT_GEN:
+        raise SchedulerError(f"a sample in state {state} is not waiting for a generation slot")
+    if high:
+        return QueueLevel.BACK_FROM_ENV_HIGH
+    return QueueLevel.NEW_LOW if new else QueueLevel.BACK_FROM_ENV_LOW
+
+
+# -- state ------------------------------------------------------------------------------------
+
+
+class _WaitKind(IntEnum):
+    """Why a sample waits; with its group's priority this gives its `QueueLevel`."""
+
+    INTERRUPTED = 0  # preempted or interrupted mid-turn
+    BACK_FROM_ENV = 1
+    NEW = 2
+
+
+_LEVELS: dict[tuple[_WaitKind, bool], QueueLevel] = {
+    (_WaitKind.INTERRUPTED, True): QueueLevel.INTERRUPTED_HIGH,
+    (_WaitKind.BACK_FROM_ENV, True): QueueLevel.BACK_FROM_ENV_HIGH,
+    (_WaitKind.NEW, True): QueueLevel.BACK_FROM_ENV_HIGH,
+    (_WaitKind.INTERRUPTED, False): QueueLevel.INTERRUPTED_LOW,
+    (_WaitKind.BACK_FROM_ENV, False): QueueLevel.BACK_FROM_ENV_LOW,
+    (_WaitKind.NEW, False): QueueLevel.NEW_LOW,
+}
+
+
+@dataclass(slots=True)
+class _Entry:
+    sample: Sample
+    new: bool = True
+    engine: str | None = None
+    queue_seq: int = 0  # arrival order in the waiting queues (FIFO within a level)
+    started_at_s: float = 0.0
+    turn_tokens_before: int = 0  # tokens of this turn from segments that were aborted
+    segment_tokens: int = 0  # tokens of the running segment, as last reported
+    preempt_pending: bool = False
+    act_waiting_since_s: float = 0.0
+
+    @property
+    def turn_tokens(self) -> int:
+        return self.turn_tokens_before + self.segment_tokens
+
+    @property
+    def wait_kind(self) -> _WaitKind:
+        if self.sample.state in (SampleState.PREEMPTED, SampleState.INTERRUPTED):
+            return _WaitKind.INTERRUPTED
+        return _WaitKind.NEW if self.new else _WaitKind.BACK_FROM_ENV
+
+
+@dataclass(slots=True)
+class _Engine:
+    name: str
+    max_slots: int
+    kv_headroom: float
+    paused: bool = False
+    running: set[str] = field(default_factory=set)
+    draining: set[str] = field(default_factory=set)  # preempted, abort not yet returned
+
+    @property
+    def free_slots(self) -> int:
+        return max(0, self.max_slots - len(self.running))
+
+
+_QueueKey = tuple[str, _WaitKind]  # (group id, wait kind)
+
+
+class RolloutScheduler:
+    """Events in, decisions out; see the module docstring for the rules.
+
+    Waiting samples sit in FIFO queues per (group, wait kind), so a priority change only
+    changes which queues make up each level, and finding the next sample never sorts the
+    whole backlog.
+    """
+
+    def __init__(self, config: SchedulerConfig) -> None:
+        self._config = config
+        self._engines: dict[str, _Engine] = {}
+        self._entries: dict[str, _Entry] = {}
+        self._queues: dict[_QueueKey, dict[str, _Entry]] = {}
+        # The queues by level, valid while no queue is created or dropped and the assignment
+        # is the same object (dispatch runs on every event; this changes far less often).
+        self._levels: dict[QueueLevel, list[dict[str, _Entry]]] | None = None
+        self._levels_assignment: PriorityAssignment | None = None
+        self._assignment = PriorityAssignment()
+        self._group_engine: dict[str, str] = {}
+        self._group_live: dict[str, int] = {}
+        self._queue_seq = 0
+
+    # -- queries ---------------------------------------------------------------------------
+
+    def state_of(self, sample_id: str) -> SampleState:
+        return self._entry(sample_id).sample.state
+
+    def sample(self, sample_id: str) -> Sample:
+        """The sample's state machine (read it; only events change it)."""
+        return self._entry(sample_id).sample
+
+    def is_high(self, sample_id: str) -> bool:
+        return self._assignment.is_critical(self._entry(sample_id).sample.group_id)
+
+    def engine_of(self, sample_id: str) -> str | None:
+        """The engine the sample is sticky to, None before its first generation."""
+        return self._entry(sample_id).engine
+
+    def running_on(self, engine: str) -> frozenset[str]:
+        return frozenset(self._engine(engine).running)
+
+    def waiting_order(self) -> tuple[str, ...]:
+        """Waiting samples in the order they would be given slots."""
+        return tuple(entry.sample.sample_id for entry in self._waiting_in_order())
+
+    def act_slot_key(self, sample_id: str) -> ActSlotKey:
+        """The env pool's act-slot order for a sample in WAIT_ACT (smaller goes first)."""
+        entry = self._entry(sample_id)
+        group_id = entry.sample.group_id
+        return act_slot_key(
+            critical=self._assignment.is_critical(group_id),
+            group_rank=self._assignment.rank(group_id),
+            waiting_since_s=entry.act_waiting_since_s,
+            sample_id=sample_id,
+        )
+
+    # -- the one entry point ---------------------------------------------------------------
+
+    def handle(self, event: SchedulerEvent) -> tuple[Decision, ...]:
+        """Apply `event`; return the decisions to carry out, in order."""
+        decisions: list[Decision] = []
+        match event:
+            case EngineAdded(engine=name, load=load):
+                if name in self._engines:
+                    raise SchedulerError(f"engine {name} was already added")
+                self._engines[name] = _Engine(name, load.max_running_requests, load.kv_headroom)
+            case EngineStatsUpdated(engine=name, load=load):
+                engine = self._engine(name)
+                engine.max_slots = load.max_running_requests
+                engine.kv_headroom = load.kv_headroom
+            case EnginePaused(engine=name):
+                self._engine(name).paused = True
+            case EngineResumed(engine=name):
+                self._engine(name).paused = False
+            case SampleAdmitted():
+                self._on_admitted(event)
+            case GenerationProgress(sample_id=sample_id, segment_tokens=tokens):
+                entry = self._entry_in(sample_id, SampleState.GEN)
+                entry.segment_tokens = max(entry.segment_tokens, tokens)
+            case GenerationFinished():
+                self._on_generation_finished(event)
+            case GenerationAborted():
+                self._on_generation_aborted(event)
+            case ActStarted(sample_id=sample_id):
+                self._entry(sample_id).sample.advance(SampleState.ACT)
+            case ActFinished():
+                self._on_act_finished(event)
+            case SampleFinished(sample_id=sample_id):
+                self._finish(self._entry(sample_id))
+            case PrioritiesChanged(assignment=assignment):
+                decisions.extend(self._on_priorities(assignment))
+            case _:
+                raise SchedulerError(f"unknown scheduler event {event!r}")
+        decisions.extend(self._dispatch(event.now_s))
+        return tuple(decisions)
+
+    # -- event handlers --------------------------------------------------------------------
+
+    def _on_admitted(self, event: SampleAdmitted) -> None:
+        if event.sample_id in self._entries:
+            raise SchedulerError(f"sample {event.sample_id} was already admitted")
+        entry = _Entry(Sample(event.sample_id, event.group_id))
+        self._entries[event.sample_id] = entry
+        self._group_live[event.group_id] = self._group_live.get(event.group_id, 0) + 1
+        entry.sample.advance(SampleState.WAIT_GEN)
+        self._enqueue(entry)
+
+    def _on_generation_finished(self, event: GenerationFinished) -> None:
+        entry = self._entry_in(event.sample_id, SampleState.GEN)
+        self._release_slot(entry)
+        entry.turn_tokens_before = 0
+        entry.segment_tokens = 0
+        if event.episode_done:
+            self._finish(entry)
+            return
+        entry.sample.advance(SampleState.WAIT_ACT)
+        entry.act_waiting_since_s = event.now_s
+
+    def _on_generation_aborted(self, event: GenerationAborted) -> None:
+        entry = self._entry_in(event.sample_id, SampleState.GEN)
+        preempted = entry.preempt_pending
+        self._release_slot(entry)
+        entry.turn_tokens_before += max(event.partial_tokens, entry.segment_tokens)
+        entry.segment_tokens = 0
+        entry.sample.advance(SampleState.PREEMPTED if preempted else SampleState.INTERRUPTED)
+        self._enqueue(entry)
+
+    def _on_act_finished(self, event: ActFinished) -> None:
+        entry = self._entry_in(event.sample_id, SampleState.ACT)
+        if event.episode_done:
+            self._finish(entry)
+            return
+        entry.sample.advance(SampleState.WAIT_GEN)
+        self._enqueue(entry)
+
+    def _on_priorities(self, assignment: PriorityAssignment) -> list[Decision]:
+        before = self._assignment
+        self._assignment = assignment
+        return [
+            PriorityChanged(sample_id, assignment.is_critical(entry.sample.group_id))
+            for sample_id, entry in sorted(self._entries.items())
+            if before.is_critical(entry.sample.group_id)
+            != assignment.is_critical(entry.sample.group_id)
+        ]
+
+    # -- dispatch --------------------------------------------------------------------------
+
+    def _dispatch(self, now_s: float) -> list[Decision]:
+        """Fill free slots in queue order, then preempt for critical samples still waiting."""
+        decisions: list[Decision] = []
+        if self._has_free_slot():
+            for entry in self._waiting_in_order():
+                if not self._has_free_slot():
+                    break
+                high = self._assignment.is_critical(entry.sample.group_id)
+                if not high and not self._low_work_may_start():
+                    break  # levels are in order: only low-priority samples remain
+                engine = self._pick_engine(entry, high)
+                if engine is not None:
+                    decisions.append(self._start(entry, engine, now_s))
+        if self._config.preemption:
+            decisions.extend(self._preemptions())
+        return decisions
+
+    def _waiting_in_order(self, *, high_only: bool = False) -> Iterator[_Entry]:
+        """Waiting samples level by level, FIFO within a level (a snapshot per level)."""
+        by_level = self._queues_by_level()
+        for level in QueueLevel:
+            high = level in (QueueLevel.INTERRUPTED_HIGH, QueueLevel.BACK_FROM_ENV_HIGH)
+            if high_only and not high:
+                return
+            queues = by_level.get(level)
+            if not queues:
+                continue
+            streams = [list(queue.values()) for queue in queues]
+            yield from heapq.merge(*streams, key=lambda entry: entry.queue_seq)
+
+    def _queues_by_level(self) -> dict[QueueLevel, list[dict[str, _Entry]]]:
+        if self._levels is None or self._levels_assignment is not self._assignment:
+            by_level: dict[QueueLevel, list[dict[str, _Entry]]] = {}
+            for (group_id, kind), queue in self._queues.items():  # one pass, not one per level
+                level = _LEVELS[kind, self._assignment.is_critical(group_id)]
+                by_level.setdefault(level, []).append(queue)
+            self._levels, self._levels_assignment = by_level, self._assignment
+        return self._levels
+
+    def _has_free_slot(self) -> bool:
+        return any(e.free_slots and not e.paused for e in self._engines.values())
+
+    def _low_work_may_start(self) -> bool:
+        return any(
+            e.free_slots and not e.paused and self._headroom_allows_low(e)
+            for e in self._engines.values()
+        )
+
+    def _pick_engine(self, entry: _Entry, high: bool) -> _Engine | None:
+        usable = [
+            engine
+            for engine in self._candidate_engines(entry)
+            if engine.free_slots and (high or self._headroom_allows_low(engine))
+        ]
+        if not usable:
+            return None
+        preferred = self._group_engine.get(entry.sample.group_id)
+        for engine in usable:
+            if engine.name == preferred:
+                return engine
+        return max(usable, key=lambda engine: (engine.free_slots, engine.kv_headroom))
+
+    def _candidate_engines(self, entry: _Entry) -> list[_Engine]:
+        if entry.engine is not None:
+            engine = self._engine(entry.engine)
+            return [] if engine.paused else [engine]
+        return [engine for engine in self._engines.values() if not engine.paused]
+
+    def _headroom_allows_low(self, engine: _Engine) -> bool:
+        watermark = self._config.low_priority_kv_watermark
+        return watermark == 0.0 or engine.kv_headroom > watermark
+
+    def _start(self, entry: _Entry, engine: _Engine, now_s: float) -> StartGeneration:
+        resume = entry.sample.state in (SampleState.PREEMPTED, SampleState.INTERRUPTED)
+        self._dequeue(entry)
+        entry.sample.advance(SampleState.GEN)
+        engine.running.add(entry.sample.sample_id)
+        entry.engine = engine.name
+        entry.new = False
+        entry.started_at_s = now_s
+        entry.segment_tokens = 0
+        self._group_engine.setdefault(entry.sample.group_id, engine.name)
+        return StartGeneration(
+            entry.sample.sample_id,
+            engine.name,
+            high=self._assignment.is_critical(entry.sample.group_id),
+            resume=resume,
+        )
+
+    def _preemptions(self) -> list[Decision]:
+        """One victim (or one slot already being freed) per waiting critical sample."""
+        waiting = self._waiting_in_order(high_only=True)
+        first = next(waiting, None)
+        if first is None:
+            return []  # no critical sample waits: skip ranking every running sample
+        freeing = {name: len(e.draining) for name, e in self._engines.items() if not e.paused}
+        victims = self._victims_by_engine()
+        decisions: list[Decision] = []
+        for entry in itertools.chain((first,), waiting):
+            if not victims and not any(freeing.values()):
+                break
+            targets = [engine.name for engine in self._candidate_engines(entry)]
+            claimed = next((name for name in targets if freeing.get(name, 0) > 0), None)
+            if claimed is not None:
+                freeing[claimed] -= 1
+                continue
+            heads = [victims[name][0] for name in targets if victims.get(name)]
+            if not heads:
+                continue
+            victim = min(heads, key=self._victim_key)
+            assert victim.engine is not None
+            victims[victim.engine].pop(0)
+            if not victims[victim.engine]:
+                del victims[victim.engine]
+            victim.preempt_pending = True
+            self._engines[victim.engine].draining.add(victim.sample.sample_id)
+            decisions.append(
+                Preempt(
+                    victim.sample.sample_id,
+                    victim.engine,
+                    reason=(
+                        f"critical sample {entry.sample.sample_id} waits and every slot on "
+                        f"engine {victim.engine} is taken; {victim.sample.sample_id} is the "
+                        f"low-priority generation with the least work in its turn "
+                        f"({victim.turn_tokens} tokens)"
+                    ),
+                    for_sample_id=entry.sample.sample_id,
+                )
+            )
+        return decisions
+
+    def _victims_by_engine(self) -> dict[str, list[_Entry]]:
+        """Running low-priority samples not already being preempted, best victim first."""
+        victims: dict[str, list[_Entry]] = {}
+        for engine in self._engines.values():
+            if engine.paused:
+                continue
+            candidates = [
+                self._entries[sample_id]
+                for sample_id in engine.running
+                if sample_id not in engine.draining
+                and not self._assignment.is_critical(self._entries[sample_id].sample.group_id)
+            ]
+            if candidates:
+                victims[engine.name] = sorted(candidates, key=self._victim_key)
+        return victims
+
+    def _victim_key(self, entry: _Entry) -> tuple[int, float, int, str]:
+        """Fewest tokens this turn, then latest start, then lowest-priority group, then id."""
+        return (
+            entry.turn_tokens,
+            -entry.started_at_s,
+            -self._assignment.rank(entry.sample.group_id),
+            entry.sample.sample_id,
+        )
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _enqueue(self, entry: _Entry) -> None:
+        entry.queue_seq = self._queue_seq
+        self._queue_seq += 1
+        key = (entry.sample.group_id, entry.wait_kind)
+        queue = self._queues.get(key)
+        if queue is None:
+            queue = self._queues[key] = {}
+            self._levels = None  # a new queue: regroup by level
+        queue[entry.sample.sample_id] = entry
+
+    def _dequeue(self, entry: _Entry) -> None:
+        key = (entry.sample.group_id, entry.wait_kind)
+        queue = self._queues.get(key)
+        if queue is None or queue.pop(entry.sample.sample_id, None) is None:
+            return
+        if not queue:
+            del self._queues[key]
+            self._levels = None
+
+    def _release_slot(self, entry: _Entry) -> None:
+        if entry.engine is not None:
+            engine = self._engine(entry.engine)
+            engine.running.discard(entry.sample.sample_id)
+            engine.draining.discard(entry.sample.sample_id)
+        entry.preempt_pending = False
+
+    def _finish(self, entry: _Entry) -> None:
+        sample_id = entry.sample.sample_id
+        if entry.sample.state is SampleState.GEN:
+            self._release_slot(entry)
+        elif entry.sample.state in _WAITING_STATES:
+            self._dequeue(entry)
+        entry.sample.advance(SampleState.DONE)
+        del self._entries[sample_id]
+        group_id = entry.sample.group_id
+        self._group_live[group_id] -= 1
+        if self._group_live[group_id] == 0:
+            del self._group_live[group_id]
+            self._group_engine.pop(group_id, None)
+
+    def _entry(self, sample_id: str) -> _Entry:
+        try:
+            return self._entries[sample_id]
+        except KeyError:
+            raise SchedulerError(
+                f"sample {sample_id} is unknown to the scheduler (never admitted, or already "
+                "finished); report SampleAdmitted first and nothing after it finishes"
+            ) from None
+
+    def _entry_in(self, sample_id: str, state: SampleState) -> _Entry:
+        entry = self._entry(sample_id)
+        if entry.sample.state is not state:
+            raise SchedulerError(
+                f"sample {sample_id} is in state {entry.sample.state}, but the event needs {state}"
+            )
+        return entry
+
+    def _engine(self, name: str) -> _Engine:
+        try:
+            return self._engines[name]
+        except KeyError:
+            known = ", ".join(self._engines) or "none"
+            raise SchedulerError(
+                f"engine {name!r} is unknown (known: {known}); report EngineAdded first"
+            ) from None
+
+
+_WAITING_STATES = (SampleState.WAIT_GEN, SampleState.PREEMPTED, SampleState.INTERRUPTED)

@@ -1,0 +1,229 @@
+"""One simulated run: a policy's conductor, the simulated engine and envs, and the trainer.
+
+`load_simulation` reads a `SimulateConfig`'s files once; `simulate_policy` then runs one policy
+with the simulated trainer for `steps` training steps on whatever loop it is awaited on —
+`rollout.sim.vtime.run_virtual` for simulated time (the `conductor simulate` command), or a
+test's loop. Every policy gets the same workload, engine, model and seed. `simulated_conductor`
+gives the same conductor to a trainer loop of your own instead.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.clock import LoopClock
+from harness.events import EventBus
+from harness.gc_pause import paused_gc
+from rollout.core.config import RolloutConfig
+from rollout.core.predictors import build_predictor
+from rollout.engines.sim import ServedModelConfig, SimEngineConfig
+from rollout.jobs.config import SimulateConfig, shape_rollout
+from rollout.observe.recorder import RunRecorder
+from rollout.observe.run_summary import RunSummary, summarize_run
+from rollout.runtime.conductor import Conductor
+from rollout.runtime.config import AgentLoopConfig, PolicyConfig
+from rollout.sim.setup import SimStack, build_sim_stack
+from rollout.sim.trainer import SimulatedTrainer
+from rollout.sim.workload import WorkloadConfig
+from rollout.trajectories.batch import Batch
+from rollout.trajectories.sink import TrajectorySink
+
+__all__ = [
+    "PolicyRun",
+    "Simulation",
+    "load_simulation",
+    "simulate_policy",
+    "simulated_conductor",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Simulation:
+    """A `SimulateConfig` with its referenced files loaded and the run sizes applied."""
+
+    config: SimulateConfig
+    workload: WorkloadConfig
+    model: ServedModelConfig
+    engine: SimEngineConfig
+    rollout: RolloutConfig
+    agent_loop: AgentLoopConfig
+
+    def describe(self) -> dict[str, Any]:
+        """Everything that defines the run (written to each run's config.yaml)."""
+        return {
+            "simulate": self.config.model_dump(mode="json"),
+            "workload": self.workload.model_dump(mode="json"),
+            "model": self.model.model_dump(mode="json"),
+            "engine": self.engine.model_dump(mode="json"),
+            "rollout": self.rollout.model_dump(mode="json"),
+            "agent_loop": self.agent_loop.model_dump(mode="json"),
+        }
+
+
+def load_simulation(config: SimulateConfig, base_dir: Path) -> Simulation:
+    """Load the referenced configs (paths relative to `base_dir`) and apply B, K and the seed."""
+    workload = config.workload.load(WorkloadConfig, base_dir)
+    workload = workload.model_copy(update={"group_size": config.group_size})
+    model = config.model.load(ServedModelConfig, base_dir)
+    engine = config.engine.load(SimEngineConfig, base_dir)
+    rollout = shape_rollout(
+        config.rollout.load(RolloutConfig, base_dir),
+        groups_per_step=config.groups_per_step,
+        group_size=config.group_size,
+        async_factor=config.async_factor,
+        seed=config.seed,
+    )
+    agent_loop = config.agent_loop.model_copy(
+        update={
+            "max_new_tokens": workload.max_new_tokens,
+            "max_context_tokens": min(workload.max_context_tokens, model.max_context_tokens),
+            "recompute_page_tokens": engine.page_tokens,
+        }
+    )
+    return Simulation(config, workload, model, engine, rollout, agent_loop)
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyRun:
+    """The outcome of one policy: its summary, run directory (if any) and engine KV backend."""
+
+    summary: RunSummary
+    run_dir: Path | None
+    kv_backend: str
+
+
+async def simulate_policy(
+    simulation: Simulation,
+    policy: PolicyConfig,
+    *,
+    run_dir: Path | None = None,
+    on_batch: Callable[[Batch], None] | None = None,
+) -> PolicyRun:
+    """Run `policy` for `simulation.config.steps` training steps on the running loop."""
+    config = simulation.config
+    clock = LoopClock()
+    bus = EventBus()
+    stack = _stack(simulation, policy, bus=bus, clock=clock)
+    recorder = None
+    if run_dir is not None:
+        described = {**simulation.describe(), "policy": policy.model_dump(mode="json")}
+        recorder = RunRecorder(run_dir, described, origin_s=clock.now())
+        recorder.attach(bus)
+    writers = recorder.trajectory_writers() if recorder and config.write_trajectories else ()
+    sink = TrajectorySink(config.group_size, writers)
+
+    collect_per_step = config.garbage_collection == "per_step"
+    pause_collector = config.garbage_collection != "automatic"
+
+    def record(batch: Batch) -> None:
+        if recorder is not None:
+            recorder.step(batch)
+        if on_batch is not None:
+            on_batch(batch)
+        if collect_per_step:
+            gc.collect()  # the step's cycles, at once (see `paused_gc`)
+
+    conductor = _conductor(
+        simulation,
+        policy,
+        stack,
+        sink=sink,
+        bus=bus,
+        clock=clock,
+        on_timeseries=recorder.timeseries if recorder is not None else None,
+    )
+    try:
+        with paused_gc(pause_collector):
+            async with conductor:
+                digests = await SimulatedTrainer(config.trainer, on_batch=record).run(
+                    conductor, config.steps
+                )
+                elapsed_s = clock.now() - conductor.origin_s
+                busy_s = stack.engine.counters.busy_s
+    finally:
+        await stack.engine.aclose()
+        if recorder is not None:
+            recorder.close()
+        if pause_collector:
+            gc.collect()  # this run's cycles, before anything else runs
+    summary = summarize_run(
+        policy.name,
+        digests,
+        origin_s=conductor.origin_s,
+        elapsed_s=elapsed_s,
+        busy_s=busy_s,
+        engines=1,
+        counters=conductor.engine_counters,
+        dispatch=conductor.stats.dispatch,
+    )
+    return PolicyRun(summary, run_dir, stack.kv_backend)
+
+
+@asynccontextmanager
+async def simulated_conductor(
+    simulation: Simulation, policy: PolicyConfig, *, sink: TrajectorySink | None = None
+) -> AsyncIterator[Conductor]:
+    """A running conductor on `simulation`'s engine and envs, for a trainer loop of your own.
+
+    Consume `conductor.batches()` and publish weights with `conductor.update_weights` (see
+    examples/batch_stream.py); leaving the block stops the conductor and closes the engine.
+    Await it on `rollout.sim.vtime.run_virtual` for simulated time.
+    """
+    clock = LoopClock()
+    bus = EventBus()
+    stack = _stack(simulation, policy, bus=bus, clock=clock)
+    conductor = _conductor(simulation, policy, stack, sink=sink, bus=bus, clock=clock)
+    try:
+        async with conductor:
+            yield conductor
+    finally:
+        await stack.engine.aclose()
+
+
+def _stack(
+    simulation: Simulation, policy: PolicyConfig, *, bus: EventBus, clock: LoopClock
+) -> SimStack:
+    return build_sim_stack(
+        policy,
+        workload=simulation.workload,
+        seed=simulation.config.seed,
+        engine=simulation.engine,
+        model=simulation.model,
+        bus=bus,
+        clock=clock,
+    )
+
+
+def _conductor(
+    simulation: Simulation,
+    policy: PolicyConfig,
+    stack: SimStack,
+    *,
+    sink: TrajectorySink | None,
+    bus: EventBus,
+    clock: LoopClock,
+    on_timeseries: Callable[[Mapping[str, Any]], None] | None = None,
+) -> Conductor:
+    """`policy`'s conductor over `stack` (the oracle predictor reads the stack's scripts)."""
+    predictor = None
+    if simulation.rollout.predictor.kind == "oracle":
+        predictor = build_predictor(simulation.rollout.predictor, truth=stack.sessions.truth)
+    return Conductor(
+        rollout=simulation.rollout,
+        policy=policy,
+        agent_loop=simulation.agent_loop,
+        config=simulation.config.conductor,
+        engines=[stack.engine],
+        sessions=stack.sessions,
+        num_prompts=simulation.workload.num_groups,
+        sink=sink,
+        predictor=predictor,
+        bus=bus,
+        clock=clock,
+        on_timeseries=on_timeseries,
+    )

@@ -1,0 +1,193 @@
+"""The SWE rollout of `conductor run`: scripted agents, the simulated engine, real sandboxes.
+
+Everything is real except the model: the shipped SWE tasks run in the env pool (Docker when a
+daemon answers, else the local sandbox), their tool calls and grading are real, the conductor
+schedules as in production, and the simulated trainer consumes batches and publishes weights.
+The model is `ScriptedSWEAgent` inside the simulated engine, which paces itself on its cost
+model in wall-clock time (the loop clock of an ordinary asyncio loop).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from envs.swe import SWEEnv, SWEEnvConfig, SWETask, load_shipped_tasks, swe_backend
+from envs.swe.actions import ParsedAction, parse_action, swe_tool_specs
+from envs.swe.runtime import BackendSandboxes
+from harness.clock import LoopClock
+from harness.config import ConfigError
+from harness.events import EventBus
+from harness.handle import SandboxHandle
+from harness.pool import EnvPool, PoolConfig
+from rollout.core.admission import AdmissionController
+from rollout.core.config import RolloutConfig
+from rollout.engines.sim import ServedModelConfig, SimEngineConfig, build_sim_engine
+from rollout.errors import RolloutError
+from rollout.jobs.config import RunConfig, shape_rollout
+from rollout.jobs.policies import resolve_policy
+from rollout.observe.recorder import RunRecorder
+from rollout.observe.run_summary import RunSummary, summarize_run
+from rollout.runtime.conductor import Conductor
+from rollout.runtime.env_session import SampleRef
+from rollout.runtime.pool_sessions import PooledEnv, PoolSessions
+from rollout.sim.scripted_agent import ScriptedSWEAgent
+from rollout.sim.setup import engine_config_for
+from rollout.sim.trainer import SimulatedTrainer
+from rollout.trajectories.batch import Batch
+from rollout.trajectories.sink import TrajectorySink
+from rollout.trajectories.tokenizer import ByteTokenizer
+
+__all__ = ["SWERunResult", "run_swe_rollout", "select_tasks"]
+
+
+@dataclass(frozen=True, slots=True)
+class SWERunResult:
+    """What `conductor run` prints: the batches, their summary and where the run was written."""
+
+    batches: tuple[Batch, ...]
+    summary: RunSummary
+    run_dir: Path
+    backend: str
+    elapsed_s: float
+
+
+def select_tasks(task_ids: Sequence[str]) -> list[SWETask]:
+    """The shipped tasks named by `task_ids` (all of them when empty), in the given order."""
+    tasks = list(load_shipped_tasks())
+    if not task_ids:
+        return tasks
+    by_id = {task.instance_id: task for task in tasks}
+    missing = [task_id for task_id in task_ids if task_id not in by_id]
+    if missing:
+        raise ConfigError(
+            f"unknown SWE task ids {missing}; list them with "
+            "`python -c 'from envs.swe import load_shipped_tasks as l; print([t.instance_id for "
+            "t in l()])'`"
+        )
+    return [by_id[task_id] for task_id in task_ids]
+
+
+def swe_tool_name(text: str) -> str | None:
+    """The tool a model text calls (for the tool_wait hint), None if it calls none."""
+    parsed = parse_action(text, swe_tool_specs())
+    return parsed.name if isinstance(parsed, ParsedAction) else None
+
+
+async def run_swe_rollout(
+    config: RunConfig,
+    base_dir: Path,
+    run_dir: Path,
+    *,
+    on_batch: Callable[[Batch], None] | None = None,
+    on_backend: Callable[[str], None] | None = None,
+) -> SWERunResult:
+    """Run `config.steps` training steps; configs are resolved from `base_dir`."""
+    policy = resolve_policy(config.policy)
+    model = config.model.load(ServedModelConfig, base_dir)
+    engine_config = engine_config_for(policy, config.engine.load(SimEngineConfig, base_dir))
+    rollout = shape_rollout(
+        config.rollout.load(RolloutConfig, base_dir),
+        groups_per_step=config.groups_per_step,
+        group_size=config.group_size,
+        async_factor=config.async_factor,
+        seed=config.seed,
+    )
+    pool_config = config.pool.load(PoolConfig, base_dir)
+    swe_config = config.swe.load(SWEEnvConfig, base_dir)
+    tasks = select_tasks(config.task_ids)
+    clock, bus = LoopClock(), EventBus()
+    tokenizer = ByteTokenizer()
+    agent = ScriptedSWEAgent(tokenizer, config.scripted)
+    engine = build_sim_engine(engine_config, model, agent)
+    runtime = swe_backend(pool_config.backend)
+    backend = runtime.backend.name
+    if on_backend is not None:
+        on_backend(backend)
+    # Only the tasks this run can reach need an image: at most (steps + async_factor) × B
+    # groups are ever admitted, and the pool looks one batch further ahead.
+    reach = (config.steps + config.async_factor + 1) * config.groups_per_step
+    reachable = AdmissionController(rollout.admission, len(tasks)).peek_prompt_indices(reach)
+    images = {index: await runtime.ensure_image(tasks[index]) for index in sorted(set(reachable))}
+    described: dict[str, Any] = {
+        "run": config.model_dump(mode="json"),
+        "policy": policy.model_dump(mode="json"),
+        "engine": engine_config.model_dump(mode="json"),
+        "model": model.model_dump(mode="json"),
+        "backend": backend,
+    }
+    recorder = RunRecorder(run_dir, described, origin_s=clock.now())
+    recorder.attach(bus)
+
+    batches: list[Batch] = []  # a few small groups: kept whole for the caller
+
+    def record(batch: Batch) -> None:
+        batches.append(batch)
+        recorder.step(batch)
+        if on_batch is not None:
+            on_batch(batch)
+
+    def env_for(prompt_index: int) -> PooledEnv:
+        task = tasks[prompt_index]
+        image = images.get(prompt_index)
+        if image is None:
+            raise RolloutError(f"no image was prepared for task {task.instance_id}")
+        factory = partial(_swe_env, task, runtime, swe_config)
+        return PooledEnv(factory, image, {"task_id": task.instance_id})
+
+    def on_open(session_id: str, sample: SampleRef) -> None:
+        agent.register(session_id, tasks[sample.group.prompt_index], sample.sample_id)
+
+    try:
+        async with EnvPool(runtime.backend, pool_config, clock=clock, bus=bus) as pool:
+            sessions = PoolSessions(
+                pool,
+                env_for,
+                tokenizer,
+                system_prompt=config.system_prompt,
+                priorities=(config.agent_loop.high_priority, config.agent_loop.low_priority),
+                tool_of=swe_tool_name,
+                tool_result_chars=config.agent_loop.tool_result_chars,
+                on_open=on_open,
+            )
+            conductor = Conductor(
+                rollout=rollout,
+                policy=policy,
+                agent_loop=config.agent_loop,
+                config=config.conductor,
+                engines=[engine],
+                sessions=sessions,
+                num_prompts=len(tasks),
+                sink=TrajectorySink(config.group_size, recorder.trajectory_writers()),
+                bus=bus,
+                clock=clock,
+                on_timeseries=recorder.timeseries,
+            )
+            async with conductor:
+                trainer = SimulatedTrainer(config.trainer, on_batch=record)
+                digests = await trainer.run(conductor, config.steps)
+                elapsed_s = clock.now() - conductor.origin_s
+                busy_s = engine.counters.busy_s
+    finally:
+        await engine.aclose()
+        recorder.close()
+    summary = summarize_run(
+        policy.name,
+        digests,
+        origin_s=conductor.origin_s,
+        elapsed_s=elapsed_s,
+        busy_s=busy_s,
+        engines=1,
+        counters=conductor.engine_counters,
+        dispatch=conductor.stats.dispatch,
+    )
+    return SWERunResult(tuple(batches), summary, run_dir, backend, elapsed_s)
+
+
+def _swe_env(
+    task: SWETask, runtime: BackendSandboxes, config: SWEEnvConfig, handle: SandboxHandle
+) -> SWEEnv:
+    return SWEEnv(task, sandboxes=handle, grading_sandboxes=runtime.grading_sandbox, config=config)

@@ -1,0 +1,112 @@
+"""`RunRecorder`: writes a run directory while the run goes (layout: `rollout.observe.run_dir`).
+
+config.yaml at once; events.jsonl from the event bus; steps.jsonl per training batch;
+timeseries.jsonl per engine sample; trajectories.jsonl through the sink's JSONL writer
+(`trajectory_writers`). Every time in the directory is seconds since the recorder's origin
+(the run start), whatever clock produced it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import yaml
+
+from harness.events import EventBus, StepEvent
+from rollout.observe.run_dir import TRAJECTORIES_FILE, RunDir
+from rollout.observe.run_records import StepRecord
+from rollout.trajectories.batch import Batch
+from rollout.trajectories.writers import JsonlTrajectoryWriter, TrajectoryWriter
+
+__all__ = ["RunRecorder", "step_record"]
+
+
+def step_record(batch: Batch, origin_s: float) -> StepRecord:
+    """The steps.jsonl line of a batch: complete at `t_s` (since the origin)."""
+    return StepRecord(
+        step=batch.step,
+        t_s=batch.complete_s - origin_s,
+        groups=batch.group_ids,
+        policy_version=batch.policy_version,
+        staleness=tuple(batch.staleness()),
+        rewards_mean=batch.rewards_mean(),
+    )
+
+
+class RunRecorder:
+    """See the module docstring. A context manager; `close()` flushes every log."""
+
+    def __init__(
+        self,
+        root: Path,
+        config: Mapping[str, Any],
+        *,
+        origin_s: float,
+        record_events: bool = True,
+    ) -> None:
+        self.run_dir = RunDir(root).create()
+        self.origin_s = origin_s
+        self.run_dir.config_path.write_text(
+            yaml.safe_dump(_plain(config), sort_keys=False), encoding="utf-8"
+        )
+        self._events = self.run_dir.open_log("events") if record_events else None
+        self._steps = self.run_dir.open_log("steps", flush_each_record=True)
+        self._timeseries = self.run_dir.open_log("timeseries")
+        self._unsubscribe: list[Any] = []
+
+    @property
+    def root(self) -> Path:
+        return self.run_dir.root
+
+    def trajectory_writers(self, *, fsync: bool = False) -> list[TrajectoryWriter]:
+        """The sink writer that fills trajectories.jsonl."""
+        return [JsonlTrajectoryWriter(self.root / TRAJECTORIES_FILE, fsync=fsync)]
+
+    def attach(self, bus: EventBus) -> None:
+        """Record every step event published on `bus`."""
+        if self._events is not None:
+            self._unsubscribe.append(bus.subscribe(self.event))
+
+    def event(self, event: StepEvent) -> None:
+        if self._events is not None:
+            self._events.append_event(event, origin_s=self.origin_s)
+
+    def step(self, batch: Batch) -> StepRecord:
+        """Record a training batch; returns the record written."""
+        record = step_record(batch, self.origin_s)
+        self._steps.append(record.to_dict())
+        return record
+
+    def timeseries(self, record: Mapping[str, Any]) -> None:
+        self._timeseries.append({**record, "t_s": float(record["t_s"]) - self.origin_s})
+
+    def close(self) -> None:
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        self._unsubscribe.clear()
+        for log in (self._events, self._steps, self._timeseries):
+            if log is not None:
+                log.close()
+
+    def __enter__(self) -> RunRecorder:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _plain(value: Any) -> Any:
+    """`value` with tuples as lists, so YAML stays plain."""
+    if isinstance(value, Mapping):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return value

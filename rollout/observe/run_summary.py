@@ -1,0 +1,132 @@
+"""`RunSummary`: the headline numbers of one run, for side-by-side policy tables.
+
+Definitions follow `rollout.observe.metrics` (which computes the full report from a run directory):
+T_next of step k is the time from step k−1's batch completion (the run start for step 1) to
+step k's; E_rollout = Σ(gen + act) / Σ(pre_gen + gen + pre_act + act) over the consumed
+samples; busy fraction = engine-busy seconds over engine-seconds of the run; KV hit rate =
+prompt tokens served from the prefix cache over prompt tokens sent. Pure: values in, values out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from rollout.observe.timeseries import EngineCounters
+from rollout.trajectories.batch import Batch
+
+__all__ = ["BatchDigest", "DecisionCounts", "RunSummary", "digest_batch", "summarize_run"]
+
+
+class DecisionCounts(Protocol):
+    """What a summary reads of the scheduler's decisions (the dispatcher's `DispatchCounts`)."""
+
+    @property
+    def preemptions(self) -> int: ...
+
+    @property
+    def interruptions(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """One run's headline numbers (seconds, tokens, fractions)."""
+
+    policy: str
+    t_next_s: tuple[float, ...]
+    trainer_wait_s: tuple[float, ...]
+    e_rollout: float | None
+    busy_fraction: float | None
+    kv_hit_rate: float | None
+    recomputed_tokens: int
+    preemptions: int
+    interruptions: int
+    rewards_mean: float | None
+    samples: int
+    infra_failures: int
+
+    @property
+    def mean_t_next_s(self) -> float:
+        return sum(self.t_next_s) / len(self.t_next_s) if self.t_next_s else float("nan")
+
+    @property
+    def mean_trainer_wait_s(self) -> float:
+        waits = self.trainer_wait_s
+        return sum(waits) / len(waits) if waits else float("nan")
+
+    @property
+    def last_batch_s(self) -> float:
+        """When the last batch was complete (since the run start)."""
+        return sum(self.t_next_s)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchDigest:
+    """What a run summary needs of one consumed batch (not its token arrays, which a long
+    simulation should not keep: 2,048 SWE-like trajectories hold about 3 GB)."""
+
+    complete_s: float
+    wait_s: float
+    useful_s: float  # Σ gen + act over its samples
+    waiting_s: float  # Σ pre_gen + pre_act over its samples
+    rewards: tuple[float, ...]  # of its trainable samples
+    samples: int
+    infra_failures: int
+
+
+def digest_batch(batch: Batch) -> BatchDigest:
+    useful = waiting = 0.0
+    for trajectory in batch.trajectories:
+        phases = trajectory.phase_totals_s()
+        useful += phases["gen"] + phases["act"]
+        waiting += phases["pre_gen"] + phases["pre_act"]
+    trajectories = batch.trajectories
+    return BatchDigest(
+        complete_s=batch.complete_s,
+        wait_s=batch.wait_s,
+        useful_s=useful,
+        waiting_s=waiting,
+        rewards=tuple(t.reward for t in trajectories if t.is_trainable and t.reward is not None),
+        samples=len(trajectories),
+        infra_failures=sum(1 for t in trajectories if t.infra_error is not None),
+    )
+
+
+def summarize_run(
+    policy: str,
+    batches: Sequence[BatchDigest],
+    *,
+    origin_s: float,
+    elapsed_s: float,
+    busy_s: float,
+    engines: int,
+    counters: Mapping[str, EngineCounters],
+    dispatch: DecisionCounts,
+) -> RunSummary:
+    """Summarize consumed `batches` (`digest_batch` of each, in order); `busy_s` is summed
+    over `engines` during `elapsed_s`."""
+    t_next = []
+    previous_s = origin_s
+    for batch in batches:
+        t_next.append(batch.complete_s - previous_s)
+        previous_s = batch.complete_s
+    useful = sum(batch.useful_s for batch in batches)
+    waiting = sum(batch.waiting_s for batch in batches)
+    rewards = [reward for batch in batches for reward in batch.rewards]
+    prompt = sum(c.prompt_tokens for c in counters.values())
+    cached = sum(c.cached_tokens for c in counters.values())
+    return RunSummary(
+        policy=policy,
+        t_next_s=tuple(t_next),
+        trainer_wait_s=tuple(batch.wait_s for batch in batches),
+        e_rollout=useful / (useful + waiting) if useful + waiting > 0 else None,
+        busy_fraction=busy_s / (elapsed_s * engines) if elapsed_s > 0 and engines else None,
+        kv_hit_rate=cached / prompt if prompt else None,
+        recomputed_tokens=sum(c.recomputed_tokens for c in counters.values()),
+        preemptions=dispatch.preemptions,
+        interruptions=dispatch.interruptions,
+        rewards_mean=sum(rewards) / len(rewards) if rewards else None,
+        samples=sum(batch.samples for batch in batches),
+        infra_failures=sum(batch.infra_failures for batch in batches),
+    )

@@ -1,0 +1,364 @@
+"""The action-level agent loop: one sample's episode, driven by the scheduler's decisions.
+
+A sample holds a generation slot only while it generates and an act slot only while its tool
+runs (DESIGN.md §3). One `AgentLoop.run()` plays one attempt of one sample::
+
+    start env ─► SampleAdmitted
+    ┌─► wait for StartGeneration (pre_gen) ─► generate ─► ABORT? ─► GenerationAborted ─┐
+    │        ▲                                                                          │
+    │        └──────────── resume from prompt + partial output ◄───────────────────────┘
+    │   GenerationFinished ─► tool_wait hint ─► ActStarted ─► act (pre_act, act) ─► tool_done
+    └── ActFinished ◄── append observation ◄── turn boundary (priorities recomputed)
+
+The loop reports every transition to its `LoopHost` (the conductor), which feeds the pure
+scheduler and hands back `GenerationTicket`s. The trajectory keeps the engine's exact ids,
+logprobs and per-token policy versions. An `EngineError` or an infrastructure failure ends the
+attempt with `infra_error` set (the conductor retries the sample); a cancellation leaves the
+scheduler cleanly and releases the env.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.events import Phase, StepEvent
+from rollout.core.scheduler_events import (
+    ActFinished,
+    ActStarted,
+    GenerationAborted,
+    GenerationFinished,
+    SampleAdmitted,
+    SampleFinished,
+    SchedulerEvent,
+)
+from rollout.core.types import SampleProgress, Trajectory, Turn
+from rollout.engines.base import (
+    EngineError,
+    FinishReason,
+    GenerateRequest,
+    GenerateResult,
+    KVHint,
+    KVHintKind,
+    SamplingParams,
+)
+from rollout.runtime.config import AgentLoopConfig
+from rollout.runtime.env_session import (
+    ActOutcome,
+    EnvSession,
+    EnvSessionError,
+    SampleRef,
+    SessionFactory,
+)
+from rollout.runtime.loop_host import GenerationTicket, LoopHost
+from rollout.trajectories.builder import Span, TrajectoryBuilder
+
+__all__ = ["AgentLoop"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _TurnStats:
+    span: Span = field(default_factory=lambda: Span(0, 0))
+    finish_reason: FinishReason = FinishReason.STOP
+    pre_gen_s: float = 0.0
+    gen_s: float = 0.0
+    preemptions: int = 0
+    interruptions: int = 0
+
+
+class AgentLoop:
+    """Plays one attempt of one sample; see the module docstring. Not reusable."""
+
+    def __init__(
+        self, sample: SampleRef, sessions: SessionFactory, host: LoopHost, config: AgentLoopConfig
+    ) -> None:
+        self._sample = sample
+        self._sessions = sessions
+        self._session: EnvSession | None = None
+        self._host = host
+        self._config = config
+        self._record = TrajectoryBuilder(())
+        self._env_init_s = 0.0
+        self._in_scheduler = False
+        self._engine_name: str | None = None
+        self._computed_prefix = 0  # tokens whose KV the engine has computed for this sample
+
+    async def run(self) -> Trajectory:
+        """Run the episode; returns its trajectory (with `infra_error` if the attempt failed)."""
+        try:
+            started_s = self._now()
+            try:
+                self._session = await self._sessions.open(self._sample)
+                prompt = await self._session.start()
+            except EnvSessionError as exc:
+                self._emit(Phase.INFRA_ERROR, started_s, {"message": str(exc)})
+                return self._result(infra_error=f"env_start_failed: {exc}")
+            self._record = TrajectoryBuilder(prompt)
+            self._env_init_s = self._now() - started_s
+            self._report(SampleAdmitted(self._sample.sample_id, self._group_id, self._now()))
+            self._in_scheduler = True
+            try:
+                return await self._episode()
+            except EngineError as exc:
+                self._emit(Phase.INFRA_ERROR, self._now(), {"message": str(exc)})
+                return self._result(infra_error=f"engine_error: {exc}")
+        finally:
+            self._leave_scheduler(SampleFinished(self._sample.sample_id, self._now()))
+            await self._hint(KVHintKind.CLOSE)
+            if self._session is not None:
+                await self._session.close()
+
+    @property
+    def session_id(self) -> str | None:
+        """The engine session of this attempt, once its env is open."""
+        return None if self._session is None else self._session.session_id
+
+    def set_priority(self, high: bool) -> None:
+        """The sample's group changed class: re-prioritize its env's act slots."""
+        if self._session is not None:
+            self._session.set_priority(high)
+
+    # -- the episode -----------------------------------------------------------------------
+
+    async def _episode(self) -> Trajectory:
+        sample_id = self._sample.sample_id
+        while True:
+            turn = await self._generate_turn()
+            self._report(GenerationFinished(sample_id, now_s=self._now()))
+            outcome = await self._act(turn)
+            self._record_turn(turn, outcome)
+            ending = self._ending(outcome)
+            if ending is not None:
+                self._leave_scheduler(ActFinished(sample_id, episode_done=True, now_s=self._now()))
+                return ending
+            self._report(ActFinished(sample_id, now_s=self._now()))
+            self._host.turn_boundary(
+                SampleProgress(
+                    sample_id=sample_id,
+                    group_id=self._group_id,
+                    turns_done=len(self._record.turns),
+                    gen_tokens=self._record.generated_tokens,
+                    context_tokens=self._record.length,
+                    obs_tokens=self._record.observation_tokens,
+                )
+            )
+
+    def _ending(self, outcome: ActOutcome) -> Trajectory | None:
+        """The finished trajectory if this action ended the episode, else None."""
+        if outcome.infra_error is not None:
+            return self._result(infra_error=outcome.infra_error)
+        if outcome.done:
+            return self._result(
+                reward=outcome.reward, terminated=outcome.terminated, truncated=outcome.truncated
+            )
+        if len(self._record.turns) >= self._config.max_turns:
+            return self._result(reward=0.0, truncated=True, truncation_reason="max_turns")
+        if self._record.length >= self._config.max_context_tokens - 1:
+            return self._result(reward=0.0, truncated=True, truncation_reason="max_context_tokens")
+        return None
+
+    async def _generate_turn(self) -> _TurnStats:
+        """Generate one model turn, across preemptions and weight-update interruptions."""
+        self._record.open_turn()
+        turn = _TurnStats()
+        while True:
+            waited_from_s = self._now()
+            ticket = await self._host.next_generation(self._sample.sample_id)
+            began_s = self._now()
+            turn.pre_gen_s += began_s - waited_from_s
+            data = {"engine": ticket.engine, "resume": ticket.resume, "high": ticket.high}
+            self._emit(Phase.PRE_GEN, waited_from_s, data, end_s=began_s)
+            result = await self._generate(ticket)
+            ended_s = self._now()
+            # Time queued inside the engine is a wait for a slot too (T_pre_gen), whichever
+            # layer did the queueing: it is counted as such for every policy alike.
+            forward_from_s = min(ended_s, began_s + result.queued_s)
+            if forward_from_s > began_s:
+                turn.pre_gen_s += forward_from_s - began_s
+                self._emit(
+                    Phase.PRE_GEN, began_s, {**data, "in_engine": True}, end_s=forward_from_s
+                )
+            turn.gen_s += ended_s - forward_from_s
+            self._record.append_generated(
+                result.output_ids, result.output_logprobs, result.weight_version
+            )
+            self._emit(Phase.GEN, forward_from_s, {**data, **_result_data(result)}, end_s=ended_s)
+            if result.finish_reason is not FinishReason.ABORT:
+                turn.finish_reason = result.finish_reason
+                turn.span = self._record.end_turn()
+                return turn
+            partial = len(result.output_ids)
+            if ticket.abort_requested:
+                turn.preemptions += 1
+                phase, why = Phase.PREEMPT, {"reason": ticket.abort_reason}
+            else:
+                turn.interruptions += 1
+                phase, why = Phase.INTERRUPT, {"reason": "engine paused (weight update)"}
+            self._emit(phase, ended_s, {"partial_tokens": partial, **why}, end_s=ended_s)
+            self._report(GenerationAborted(self._sample.sample_id, partial, ended_s))
+
+    async def _generate(self, ticket: GenerationTicket) -> GenerateResult:
+        """One `generate` call that resumes the open turn from prompt + partial output."""
+        config = self._config
+        budget = min(
+            config.max_new_tokens - self._record.turn_tokens,
+            config.max_context_tokens - self._record.length,
+        )
+        if budget <= 0:
+            return self._no_call(ticket, FinishReason.LENGTH)
+        if ticket.abort_requested:  # preempted before the request left: nothing to abort
+            return self._no_call(ticket, FinishReason.ABORT)
+        priority = config.high_priority if ticket.high else config.low_priority
+        opening = self._host.kv_hints and self._engine_name is None
+        request = GenerateRequest(
+            rid=ticket.rid,
+            input_ids=self._record.token_ids,
+            sampling=SamplingParams(
+                max_new_tokens=budget,
+                temperature=config.temperature,
+                top_p=config.top_p,
+                stop_token_ids=self._env.stop_token_ids,
+            ),
+            session_id=self._env.session_id,
+            priority=priority,
+            kv_hints=(
+                (KVHint(KVHintKind.OPEN, self._env.session_id, priority),) if opening else ()
+            ),
+        )
+        self._engine_name = ticket.engine
+        result = await self._host.engine(ticket.engine).generate(request)
+        self._host.generation_done(
+            ticket.engine,
+            request,
+            result,
+            computed_prefix_tokens=self._computed_prefix,
+            sample_id=self._sample.sample_id,
+        )
+        # The last sampled token has no KV yet; everything before it has been computed once.
+        self._computed_prefix = len(request.input_ids) + len(result.output_ids) - 1
+        return result
+
+    async def _act(self, turn: _TurnStats) -> ActOutcome:
+        """Run the turn's tool call, telling the KV manager how long the session will wait."""
+        ids = self._record.token_slice(turn.span.start, turn.span.end)
+        tool = self._env.peek_tool(ids)
+        await self._hint(KVHintKind.TOOL_WAIT, expected_s=self._host.expected_tool_s(tool))
+        self._report(ActStarted(self._sample.sample_id, self._now()))
+        outcome = await self._env.act(ids, high=self._host.is_critical(self._group_id))
+        self._host.tool_observed(outcome.tool_name or tool, outcome.act_s)
+        if not outcome.done:
+            await self._hint(KVHintKind.TOOL_DONE)
+        return outcome
+
+    def _record_turn(self, turn: _TurnStats, outcome: ActOutcome) -> None:
+        observation = self._record.append_observation(outcome.observation_ids)
+        has_observation = observation.end > observation.start
+        self._record.add_turn(
+            Turn(
+                index=len(self._record.turns),
+                gen_start=turn.span.start,
+                gen_end=turn.span.end,
+                obs_start=observation.start if has_observation else 0,
+                obs_end=observation.end if has_observation else 0,
+                finish_reason=str(turn.finish_reason),
+                tool_name=outcome.tool_name,
+                tool_result=outcome.tool_result,
+                pre_gen_s=turn.pre_gen_s,
+                gen_s=turn.gen_s,
+                pre_act_s=outcome.pre_act_s,
+                act_s=outcome.act_s,
+                preemptions=turn.preemptions,
+                interruptions=turn.interruptions,
+            )
+        )
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    @property
+    def _env(self) -> EnvSession:
+        if self._session is None:
+            raise EnvSessionError("the sample's env is not open yet")
+        return self._session
+
+    @property
+    def _group_id(self) -> str:
+        return self._sample.group.group_id
+
+    def _now(self) -> float:
+        return self._host.clock.now()
+
+    def _report(self, event: SchedulerEvent) -> None:
+        self._host.report(event)
+
+    def _leave_scheduler(self, event: SchedulerEvent) -> None:
+        """Report the event that ends the sample in the scheduler, once."""
+        if self._in_scheduler:
+            self._in_scheduler = False
+            self._host.report(event)
+
+    def _no_call(self, ticket: GenerationTicket, reason: FinishReason) -> GenerateResult:
+        return GenerateResult(ticket.rid, (), (), reason, prompt_tokens=self._record.length)
+
+    async def _hint(self, kind: KVHintKind, expected_s: float | None = None) -> None:
+        """Best effort: a lost hint costs cache efficiency, never correctness."""
+        if not self._host.kv_hints or self._engine_name is None:
+            return
+        config = self._config
+        high = self._host.is_critical(self._group_id)
+        priority = config.high_priority if high else config.low_priority
+        hint = KVHint(kind, self._env.session_id, priority, expected_s)
+        try:
+            await self._host.engine(self._engine_name).send_kv_hints([hint])
+        except EngineError as exc:
+            log.warning("KV hint %s for %s was lost: %s", kind, self._sample.sample_id, exc)
+
+    def _emit(
+        self, phase: Phase, start_s: float, data: dict[str, Any], *, end_s: float | None = None
+    ) -> None:
+        end = self._now() if end_s is None else end_s
+        self._host.bus.emit(
+            StepEvent(phase, start_s, end, self._sample.sample_id, self._group_id, data)
+        )
+
+    def _result(
+        self,
+        *,
+        reward: float | None = None,
+        terminated: bool = False,
+        truncated: bool = False,
+        infra_error: str | None = None,
+        truncation_reason: str | None = None,
+    ) -> Trajectory:
+        sample, group = self._sample, self._sample.group
+        return self._record.build(
+            sample_id=sample.sample_id,
+            group_id=group.group_id,
+            prompt_index=group.prompt_index,
+            sample_index=sample.index,
+            reward=reward,
+            terminated=terminated,
+            truncated=truncated,
+            infra_error=infra_error,
+            env_init_s=self._env_init_s,
+            admitted_step=group.admitted_step,
+            attempt=group.attempt,
+            info={
+                "session_id": self.session_id,
+                "retry": sample.retry,
+                "engine": self._engine_name,
+                "truncation_reason": truncation_reason,
+            },
+        )
+
+
+def _result_data(result: GenerateResult) -> dict[str, Any]:
+    return {
+        "tokens": len(result.output_ids),
+        "prompt_tokens": result.prompt_tokens,
+        "cached_tokens": result.cached_tokens,
+        "finish_reason": str(result.finish_reason),
+        "weight_version": result.weight_version,
+    }

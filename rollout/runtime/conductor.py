@@ -1,0 +1,449 @@
+"""`Conductor`: the rollout shell that admits groups, runs their samples and streams batches.
+
+It owns, for one run:
+
+* **admission** (`AdmissionController`): at training step k at most (k + async_factor)·B
+  groups have been admitted; new groups start as soon as the quota allows;
+* **samples**: one `AgentLoop` task per sample, retried on engine or infrastructure failure;
+  with trajectory-level slot holding a sample first waits for an agent slot;
+* **scheduling** (`Dispatcher` around the pure `RolloutScheduler`): generation slots,
+  preemption (`engine.abort`), priority changes (act slots, KV hints);
+* **priority** (`PriorityKeeper`): critical groups recomputed at every turn boundary;
+* **the sink**: finished samples become groups; `batches()` yields B complete groups;
+* **weights**: `update_weights(version)` pauses the engines (in-flight generations come back
+  partial and resume later: *interrupted*), installs the version, resumes;
+* **time series**: engine stats every `timeseries_interval_s` on the loop clock.
+
+Structured concurrency: every task belongs to one `asyncio.TaskGroup` entered by `start()`;
+`aclose()` cancels them and waits. Checkpoint with `state_dict()` at a step boundary and give
+it to a fresh conductor's `load_state_dict()` before `start()`: unconsumed groups are re-run
+from scratch, consumed ones never again (no loss, no duplicates).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncGenerator, Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass, replace
+from types import TracebackType
+from typing import Any
+
+from harness.clock import Clock, LoopClock
+from harness.events import EventBus
+from rollout.core.admission import AdmissionController
+from rollout.core.config import RolloutConfig
+from rollout.core.predictors import LengthPredictor, build_predictor
+from rollout.core.priority_keeper import PriorityKeeper
+from rollout.core.scheduler import RolloutScheduler
+from rollout.core.scheduler_events import (
+    EngineAdded,
+    EnginePaused,
+    EngineResumed,
+    EngineStatsUpdated,
+    PrioritiesChanged,
+    SchedulerEvent,
+)
+from rollout.core.tool_latency import ToolLatencyEstimator
+from rollout.core.types import Group, SampleProgress, Trajectory, make_sample_id
+from rollout.engines.base import Engine, GenerateRequest, GenerateResult
+from rollout.errors import RolloutError
+from rollout.observe.timeseries import EngineCounters, TimeseriesSampler
+from rollout.runtime.agent_loop import AgentLoop
+from rollout.runtime.config import (
+    AgentLoopConfig,
+    ConductorConfig,
+    PolicyConfig,
+    rollout_config_for,
+)
+from rollout.runtime.dispatch import DispatchCounts, Dispatcher, scheduler_view
+from rollout.runtime.env_session import SampleRef, SessionFactory
+from rollout.runtime.live_gate import LiveKVGate
+from rollout.runtime.loop_host import GenerationTicket
+from rollout.trajectories.batch import Batch
+from rollout.trajectories.sink import TrajectorySink
+
+__all__ = ["Conductor", "ConductorStats"]
+
+_STATE_VERSION = 1
+
+
+@dataclass(slots=True)
+class ConductorStats:
+    """Counters of one run (decisions, retries, completions)."""
+
+    dispatch: DispatchCounts
+    admitted_groups: int = 0
+    finished_samples: int = 0
+    retries: int = 0
+    failed_samples: int = 0  # exhausted their attempts; kept with infra_error
+    batches: int = 0
+
+
+class Conductor:
+    """See the module docstring. Use as `async with Conductor(...) as conductor:`.
+
+    Args:
+        rollout: the decision cores' config; the policy's flags are applied on top.
+        policy: which rollout policy or baseline to behave as (`rollout.jobs.policies`).
+        agent_loop: per-sample limits and request settings.
+        config: the conductor's own knobs.
+        engines: inference engines, with unique names.
+        sessions: opens each sample attempt's env.
+        num_prompts: size of the prompt source the admission cursor walks.
+        sink: where finished samples go (default: in memory only).
+        predictor: remaining-length predictor (default: `rollout.predictor` config).
+        bus, clock: step events and time (default: a fresh bus, the loop clock).
+        on_timeseries: receives each `timeseries.jsonl` record (times on `clock`).
+    """
+
+    def __init__(
+        self,
+        *,
+        rollout: RolloutConfig,
+        policy: PolicyConfig,
+        agent_loop: AgentLoopConfig,
+        config: ConductorConfig,
+        engines: Sequence[Engine],
+        sessions: SessionFactory,
+        num_prompts: int,
+        sink: TrajectorySink | None = None,
+        predictor: LengthPredictor | None = None,
+        bus: EventBus | None = None,
+        clock: Clock | None = None,
+        on_timeseries: Callable[[Mapping[str, Any]], None] | None = None,
+    ) -> None:
+        names = [engine.name for engine in engines]
+        if not engines or len(set(names)) != len(names):
+            raise RolloutError(f"give at least one engine, with unique names (got {names})")
+        self.policy = policy
+        self.rollout = rollout_config_for(policy, rollout)
+        self._loop_config = agent_loop
+        self._config = config
+        self._engines = {engine.name: engine for engine in engines}
+        self._sessions = sessions
+        self._sink = sink or TrajectorySink(self.rollout.admission.group_size)
+        self._bus = bus or EventBus()
+        self._clock = clock or LoopClock()
+        self._on_timeseries = on_timeseries
+        self._admission = AdmissionController(self.rollout.admission, num_prompts)
+        self._keeper = PriorityKeeper(
+            self.rollout.admission,
+            self.rollout.priority,
+            predictor or build_predictor(self.rollout.predictor),
+            enabled=policy.critical_priority,
+        )
+        self._dispatcher = Dispatcher(
+            RolloutScheduler(self.rollout.scheduler),
+            self._engines,
+            kv_hints=policy.kv_hints,
+            priorities=(agent_loop.high_priority, agent_loop.low_priority),
+            seed=config.seed,
+        )
+        self._tools = ToolLatencyEstimator(agent_loop.default_tool_wait_s)
+        self._counters = {name: EngineCounters() for name in self._engines}
+        self._timeseries: TimeseriesSampler | None = None
+        self._completed_s: dict[str, float] = {}  # group -> when it became ready
+        self._policy_version = 0
+        self._origin_s = 0.0
+        self._quota_changed = asyncio.Event()
+        self._group_ready = asyncio.Event()
+        self._agent_slots: asyncio.Semaphore | None = None
+        self._live_gate: LiveKVGate | None = None
+        self._tasks: asyncio.TaskGroup | None = None
+        self._children: set[asyncio.Task[None]] = set()
+        self.stats = ConductorStats(dispatch=self._dispatcher.counts)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Conductor:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose(exc_type, exc, tb)
+
+    async def start(self) -> None:
+        """Register the engines and start admitting groups."""
+        if self._tasks is not None:
+            raise RolloutError("the conductor was already started; create a new one")
+        self._origin_s = self._clock.now()
+        slots = 0
+        for name, engine in self._engines.items():
+            if self._policy_version:  # restored from a checkpoint
+                await engine.update_weights(self._policy_version)
+            stats = engine.stats()
+            slots += stats.max_running_requests
+            self.report(EngineAdded(name, scheduler_view(stats), self._clock.now()))
+        self._timeseries = TimeseriesSampler(self._engines, self._counters, self._origin_s)
+        if self.policy.slot_holding == "trajectory":
+            self._agent_slots = asyncio.Semaphore(self._config.agent_slots or slots)
+        elif self.policy.live_kv_budget > 0:
+            capacity = sum(engine.stats().kv_capacity_tokens for engine in self._engines.values())
+            budget = self.policy.live_kv_budget * capacity
+            # Until contexts are reported, a newcomer counts as one slot's share of the budget.
+            self._live_gate = LiveKVGate(budget, prior_first_tokens=budget / max(1, slots))
+        self._tasks = asyncio.TaskGroup()
+        await self._tasks.__aenter__()
+        self._spawn(self._admit_groups(), "admission")
+        self._spawn(self._dispatcher.run(), "scheduler-decisions")
+        if self._config.timeseries_interval_s > 0:
+            self._spawn(self._sample_timeseries(), "timeseries")
+
+    async def aclose(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc: BaseException | None = None,
+        tb: TracebackType | None = None,
+    ) -> None:
+        """Cancel every sample and background task, wait for them, close the sink.
+
+        The arguments are the exception leaving the `async with` block, if any; a task that
+        failed is re-raised here (in an exception group), never lost.
+        """
+        tasks, self._tasks = self._tasks, None
+        if tasks is None:
+            return
+        for task in sorted(self._children, key=lambda task: task.get_name()):
+            task.cancel()
+        await tasks.__aexit__(exc_type, exc, tb)
+        self._record_timeseries()
+        self._sink.close()
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        assert self._tasks is not None, "start() the conductor first"
+        task = self._tasks.create_task(coro, name=name)
+        self._children.add(task)
+        task.add_done_callback(self._children.discard)
+
+    # -- the trainer interface -------------------------------------------------------------
+
+    @property
+    def policy_version(self) -> int:
+        return self._policy_version
+
+    @property
+    def bus(self) -> EventBus:
+        return self._bus
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    @property
+    def origin_s(self) -> float:
+        """The clock reading at `start()`."""
+        return self._origin_s
+
+    @property
+    def admission(self) -> AdmissionController:
+        """The admission controller (read it; the conductor drives it)."""
+        return self._admission
+
+    @property
+    def engine_counters(self) -> Mapping[str, EngineCounters]:
+        return self._counters
+
+    async def batches(self) -> AsyncGenerator[Batch, None]:
+        """B complete groups at a time, forever; consuming a batch frees no quota until
+        `update_weights` records the training step."""
+        size = self.rollout.admission.groups_per_batch
+        while True:
+            requested_s = self._clock.now()
+            while self._sink.ready_groups < size:
+                self._group_ready.clear()
+                await self._group_ready.wait()
+            groups = self._sink.take_batch(size)
+            assert groups is not None
+            group_ids = [group[0].group_id for group in groups]
+            batch = Batch(
+                step=self.stats.batches + 1,
+                groups=tuple(groups),
+                policy_version=self._policy_version,
+                requested_s=requested_s,
+                complete_s=max(self._completed_s.pop(group_id) for group_id in group_ids),
+                ready_s=self._clock.now(),
+            )
+            self._admission.consume(batch.group_ids)
+            for group_id in batch.group_ids:
+                self._keeper.group_consumed(group_id)
+            self.stats.batches += 1
+            self._recompute_priorities()
+            yield batch
+
+    async def update_weights(self, version: int) -> None:
+        """Install policy `version` (= optimizer steps done) on every engine.
+
+        Generations in flight are aborted by the pause and resume afterwards from their
+        partial output (tokens keep the version that produced them); samples in a tool call
+        are not disturbed. The admission quota grows by B.
+        """
+        if version <= self._policy_version:
+            raise RolloutError(
+                f"policy version must grow (now {self._policy_version}, got {version})"
+            )
+        engines = list(self._engines.items())
+        for name, _ in engines:
+            self.report(EnginePaused(name, self._clock.now()))
+        await asyncio.gather(*(engine.pause() for _, engine in engines))
+        await asyncio.gather(*(engine.update_weights(version) for _, engine in engines))
+        self._policy_version = version
+        self._admission.set_training_step(version)
+        await asyncio.gather(*(engine.resume() for _, engine in engines))
+        for name, engine in engines:
+            self.report(EngineResumed(name, self._clock.now()))
+            self.report(EngineStatsUpdated(name, scheduler_view(engine.stats()), self._clock.now()))
+        self._quota_changed.set()
+        self._recompute_priorities()
+
+    def state_dict(self) -> dict[str, Any]:
+        """A JSON-ready checkpoint; take it between a batch and the next `batches()` step."""
+        return {
+            "version": _STATE_VERSION,
+            "admission": self._admission.state_dict(),
+            "policy_version": self._policy_version,
+            "batches": self.stats.batches,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resume from `state_dict()`; call before `start()`."""
+        if self._tasks is not None:
+            raise RolloutError("load_state_dict() must come before start()")
+        if state.get("version") != _STATE_VERSION:
+            raise RolloutError(f"conductor state version {state.get('version')!r} is unknown")
+        self._admission.load_state_dict(state["admission"])
+        self._policy_version = int(state["policy_version"])
+        self.stats.batches = int(state["batches"])
+
+    # -- admission and samples -------------------------------------------------------------
+
+    async def _admit_groups(self) -> None:
+        lookahead = self.rollout.admission.groups_per_batch
+        while True:
+            self._quota_changed.clear()
+            for group in self._admission.admit():
+                self._start_group(group)
+            self._sessions.prewarm(self._admission.peek_prompt_indices(lookahead))
+            await self._quota_changed.wait()
+
+    def _start_group(self, group: Group) -> None:
+        self.stats.admitted_groups += 1
+        self._keeper.add_group(group)
+        for index in range(group.size):
+            sample_id = make_sample_id(group.group_id, group.attempt, index)
+            self._spawn(self._run_sample(group, index), sample_id)
+        self._recompute_priorities()
+
+    async def _run_sample(self, group: Group, index: int) -> None:
+        slot = self._agent_slots or contextlib.nullcontext()
+        sample_id = make_sample_id(group.group_id, group.attempt, index)
+        async with slot:
+            if self._live_gate is not None:
+                await self._live_gate.enter(sample_id)
+            try:
+                trajectory = await self._attempts(group, index)
+            finally:
+                if self._live_gate is not None:
+                    self._live_gate.leave(sample_id)
+        self._complete(trajectory)
+
+    async def _attempts(self, group: Group, index: int) -> Trajectory:
+        """Run the sample until an attempt succeeds or `max_attempts` have failed."""
+        sample_id = make_sample_id(group.group_id, group.attempt, index)
+        attempts = self._loop_config.max_attempts
+        for retry in range(attempts):
+            loop = AgentLoop(
+                SampleRef(sample_id, group, index, retry), self._sessions, self, self._loop_config
+            )
+            self._dispatcher.open_channel(sample_id).target = loop
+            try:
+                trajectory = await loop.run()
+            finally:
+                self._dispatcher.close_channel(sample_id)
+            if trajectory.infra_error is None:
+                return trajectory
+            if retry + 1 < attempts:
+                self.stats.retries += 1
+        self.stats.failed_samples += 1
+        return replace(trajectory, info={**trajectory.info, "attempts": attempts})
+
+    def _complete(self, trajectory: Trajectory) -> None:
+        self.stats.finished_samples += 1
+        self._keeper.sample_finished(trajectory)
+        group = self._sink.add(trajectory)
+        if group is not None:
+            self._completed_s[trajectory.group_id] = self._clock.now()
+            self._keeper.group_ready(trajectory.group_id)
+            self._group_ready.set()
+        self._recompute_priorities()
+
+    def _recompute_priorities(self) -> None:
+        assignment = self._keeper.refresh(self._admission.training_step)
+        if assignment is not None:
+            self.report(PrioritiesChanged(assignment, self._clock.now()))
+
+    # -- LoopHost: what the agent loops call -----------------------------------------------
+
+    @property
+    def kv_hints(self) -> bool:
+        return self.policy.kv_hints
+
+    def report(self, event: SchedulerEvent) -> None:
+        self._dispatcher.report(event)
+
+    async def next_generation(self, sample_id: str) -> GenerationTicket:
+        return await self._dispatcher.channel(sample_id).take()
+
+    def engine(self, name: str) -> Engine:
+        return self._engines[name]
+
+    def is_critical(self, group_id: str) -> bool:
+        return self._keeper.is_critical(group_id)
+
+    def generation_done(
+        self,
+        engine: str,
+        request: GenerateRequest,
+        result: GenerateResult,
+        *,
+        computed_prefix_tokens: int,
+        sample_id: str = "",
+    ) -> None:
+        self._counters[engine].count(
+            request,
+            result,
+            computed_prefix_tokens=computed_prefix_tokens,
+            page_tokens=self._loop_config.recompute_page_tokens,
+        )
+        if self._live_gate is not None and sample_id:
+            self._live_gate.update(sample_id, len(request.input_ids) + len(result.output_ids))
+        stats = scheduler_view(self._engines[engine].stats())
+        self.report(EngineStatsUpdated(engine, stats, self._clock.now()))
+
+    def turn_boundary(self, progress: SampleProgress) -> None:
+        self._keeper.update(progress)
+        self._recompute_priorities()
+
+    def expected_tool_s(self, tool: str | None) -> float:
+        return self._tools.expected_s(tool)
+
+    def tool_observed(self, tool: str | None, seconds: float) -> None:
+        self._tools.observe(tool, seconds)
+
+    # -- time series -----------------------------------------------------------------------
+
+    async def _sample_timeseries(self) -> None:
+        while True:
+            self._record_timeseries()
+            await asyncio.sleep(self._config.timeseries_interval_s)
+
+    def _record_timeseries(self) -> None:
+        if self._on_timeseries is None or self._timeseries is None:
+            return
+        for record in self._timeseries.sample(self._clock.now()):
+            self._on_timeseries(record)

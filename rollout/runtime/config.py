@@ -1,0 +1,158 @@
+"""Validated configuration of the rollout shell: the policy flags, the agent loop, the conductor.
+
+`rollout.core.config` holds the decision cores' sections (`configs/rollout/default.yaml`); this
+module holds what the async shell reads. `PolicyConfig` is one rollout policy or baseline (its
+presets are in `rollout.jobs.policies`); `rollout_config_for` applies its scheduler and admission
+flags to the cores' config.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from harness.config import FrozenConfig
+from rollout.core.config import RolloutConfig
+
+__all__ = ["AgentLoopConfig", "ConductorConfig", "PolicyConfig", "rollout_config_for"]
+
+
+class PolicyConfig(FrozenConfig):
+    """How the same conductor behaves: one rollout policy or baseline (presets in policies.py)."""
+
+    name: str = Field(min_length=1, description="Label used in tables and run directories.")
+    description: str = Field(default="", description="One line for the comparison table.")
+    critical_priority: bool = Field(
+        default=True,
+        description="Rank groups by predicted closure cost and give the critical ones (those "
+        "that complete the next batch soonest) generation slots, act slots and KV first; off: "
+        "every sample is low priority, first come first served.",
+    )
+    preemption: bool = Field(
+        default=True,
+        description="Abort a low-priority generation when a critical sample waits for a slot.",
+    )
+    low_priority_kv_watermark: float = Field(
+        default=0.1,
+        ge=0.0,
+        le=1.0,
+        description="Start low-priority generations only while this fraction of device KV is "
+        "free (evictable cache counts as free); 0 = no throttle (fraction).",
+    )
+    kv_policy: Literal["priority", "lru"] = Field(
+        default="priority",
+        description="KV cache policy of the simulated engine: 'priority' (kvcache/, high_ref "
+        "and low_ref sessions, proactive offload) or 'lru' (passive LRU eviction).",
+    )
+    kv_hints: bool = Field(
+        default=True,
+        description="Send session hints (open, tool_wait, tool_done, set_priority, close) to "
+        "the engine's KV manager.",
+    )
+    engine_priority_scheduling: bool = Field(
+        default=True,
+        description="Let the engine order its own waiting queue by request priority (SGLang "
+        "--enable-priority-scheduling); off: FCFS inside the engine (and no engine-side "
+        "priority preemption).",
+    )
+    admission: Literal["staleness_bound", "synchronous"] = Field(
+        default="staleness_bound",
+        description="staleness_bound: at step k at most (k + async_factor) × B groups admitted; "
+        "synchronous: async_factor = 1 (admit B groups, wait for all, train, repeat).",
+    )
+    slot_holding: Literal["action", "trajectory"] = Field(
+        default="action",
+        description="action: a sample holds a generation slot only while it generates; "
+        "trajectory: it holds an agent slot for its whole trajectory, tool time included.",
+    )
+    live_kv_budget: float = Field(
+        default=0.0,
+        ge=0.0,
+        description="Action-level slot holding only: a new sample starts only while the live "
+        "samples' contexts total at most this multiple of the engines' device KV capacity "
+        "(oldest admitted first; rollout/runtime/live_gate.py); keeps tool-time overlap from "
+        "turning into KV thrashing; 0 = no bound (x device KV).",
+    )
+
+
+class AgentLoopConfig(FrozenConfig):
+    """One sample's episode: limits, retries and engine request settings."""
+
+    max_new_tokens: int = Field(
+        default=4096, ge=1, description="Most tokens the model may write in one turn (tokens)."
+    )
+    max_context_tokens: int = Field(
+        default=131072,
+        ge=2,
+        description="The episode ends (truncated, reward 0) at this context length (tokens).",
+    )
+    max_turns: int = Field(
+        default=200,
+        ge=1,
+        description="Model turns after which the loop truncates an episode the env has not "
+        "ended (a safety net; envs have their own step limits) (turns).",
+    )
+    max_attempts: int = Field(
+        default=3,
+        ge=1,
+        description="Attempts per sample: an engine or infrastructure failure restarts the "
+        "sample from scratch; after the last one it is kept with infra_error and not trained on.",
+    )
+    default_tool_wait_s: float = Field(
+        default=1.0,
+        gt=0.0,
+        description="Expected tool time sent with the tool_wait KV hint before any tool of that "
+        "kind has been timed; perf-model.md §9.4 puts the median tool call near 1 s (s).",
+    )
+    temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature.")
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0, description="Nucleus sampling mass.")
+    high_priority: int = Field(
+        default=1,
+        description="Engine request priority of critical samples (larger is more urgent; "
+        "kvcache high_priority_min must not exceed it).",
+    )
+    low_priority: int = Field(default=0, description="Engine request priority of other samples.")
+    recompute_page_tokens: int = Field(
+        default=64,
+        ge=1,
+        description="The engine caches whole pages of this many tokens; a prefix it computed "
+        "before is rounded down to pages before counting what it had to recompute (tokens).",
+    )
+    tool_result_chars: int = Field(
+        default=2000,
+        ge=0,
+        description="Characters of each tool observation kept in the turn record (the tokens "
+        "are always kept in full) (characters).",
+    )
+
+
+class ConductorConfig(FrozenConfig):
+    """The conductor's own knobs (admission, scheduling and sink are in rollout.core.config)."""
+
+    timeseries_interval_s: float = Field(
+        default=1.0,
+        ge=0.0,
+        description="Seconds between engine-stats samples in timeseries.jsonl; 0 = none (s).",
+    )
+    agent_slots: int = Field(
+        default=0,
+        ge=0,
+        description="Trajectory-level slot holding only: samples that may be live at once; "
+        "0 = the engines' total max_running_requests (samples).",
+    )
+    seed: int = Field(default=0, description="Seed of request ids (uuid-like, reproducible).")
+
+
+def rollout_config_for(policy: PolicyConfig, rollout: RolloutConfig) -> RolloutConfig:
+    """`rollout` with the policy's scheduler flags and admission mode applied."""
+    scheduler = rollout.scheduler.model_copy(
+        update={
+            "preemption": policy.preemption and policy.critical_priority,
+            "low_priority_kv_watermark": policy.low_priority_kv_watermark,
+        }
+    )
+    admission = rollout.admission
+    if policy.admission == "synchronous":
+        admission = admission.model_copy(update={"async_factor": 1})
+    return rollout.model_copy(update={"scheduler": scheduler, "admission": admission})

@@ -1,0 +1,144 @@
+"""The simulator's env sessions: token-level simulated envs of a `SyntheticWorkload`.
+
+* `SimEnvSession` wraps a token-level `rollout.sim.workload.SimEnv`; ids pass straight through
+  (the `EnvSession` contract is in `rollout.runtime.env_session`).
+* `SimWorkloadSessions` opens them, one per sample attempt (virtual-time studies).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from harness.clock import Clock
+from harness.events import EventBus, Phase, StepEvent
+from rollout.core.predictors.base import RemainingWork, SampleContext
+from rollout.runtime.env_session import ActOutcome, SampleRef
+from rollout.sim.workload import SampleScript, ScriptedTokenModel, SimEnv, SyntheticWorkload
+
+__all__ = ["SimEnvSession", "SimWorkloadSessions"]
+
+
+class SimEnvSession:
+    """A token-level simulated env; ids go straight through (see the module docstring)."""
+
+    def __init__(
+        self,
+        env: SimEnv,
+        sample: SampleRef,
+        *,
+        stop_token_ids: tuple[int, ...],
+        bus: EventBus,
+        clock: Clock,
+    ) -> None:
+        self._env = env
+        self._sample = sample
+        self._stop_token_ids = stop_token_ids
+        self._bus = bus
+        self._clock = clock
+        self._acts = 0
+
+    @property
+    def session_id(self) -> str:
+        return self._env.session_id
+
+    @property
+    def stop_token_ids(self) -> tuple[int, ...]:
+        return self._stop_token_ids
+
+    async def start(self) -> tuple[int, ...]:
+        started_s = self._clock.now()
+        prompt = await self._env.reset()
+        self._emit(Phase.ENV_INIT, started_s, {"warm": True})
+        return tuple(prompt)
+
+    def peek_tool(self, generated_ids: Sequence[int]) -> str | None:
+        """The tool this turn calls: a real loop parses it from the text; here the script says."""
+        turns = self._env.script.turns
+        return turns[self._acts].tool if self._acts < len(turns) else None
+
+    async def act(self, generated_ids: Sequence[int], *, high: bool) -> ActOutcome:
+        self._acts += 1
+        started_s = self._clock.now()
+        observation, done, reward, info = await self._env.step(generated_ids)
+        ended_s = self._clock.now()
+        self._emit(Phase.PRE_ACT, started_s, {}, end_s=started_s)
+        self._emit(Phase.ACT, started_s, {"tool": info.get("tool")})
+        truncated = bool(done and info.get("truncated"))
+        if done:
+            self._emit(Phase.REWARD, ended_s, {"reward": reward, "infra_error": None})
+        return ActOutcome(
+            observation_ids=tuple(observation),
+            done=done,
+            reward=reward,
+            terminated=done and not truncated,
+            truncated=truncated,
+            tool_name=info.get("tool"),
+            act_s=ended_s - started_s,
+            info=info,
+        )
+
+    def set_priority(self, high: bool) -> None:
+        """Simulated tools have no act-slot queue."""
+
+    async def close(self) -> None:
+        """Nothing to release."""
+
+    def _emit(
+        self, phase: Phase, start_s: float, data: dict[str, Any], end_s: float | None = None
+    ) -> None:
+        end = self._clock.now() if end_s is None else end_s
+        sample = self._sample
+        self._bus.emit(
+            StepEvent(phase, start_s, end, sample.sample_id, sample.group.group_id, data)
+        )
+
+
+class SimWorkloadSessions:
+    """Simulated envs of `workload`; `token_model` must be the one the engine plays.
+
+    Each admitted group gets the next workload group index in first-seen order, so a group
+    re-admitted after a restart (same group id) replays the same scripts, and two groups of
+    the same prompt never share sessions.
+    """
+
+    def __init__(
+        self,
+        workload: SyntheticWorkload,
+        token_model: ScriptedTokenModel,
+        *,
+        bus: EventBus,
+        clock: Clock,
+    ) -> None:
+        self._workload = workload
+        self._token_model = token_model
+        self._bus = bus
+        self._clock = clock
+        self._group_index: dict[str, int] = {}
+        self._scripts: dict[str, SampleScript] = {}
+
+    async def open(self, sample: SampleRef) -> SimEnvSession:
+        group_index = self._group_index.setdefault(sample.group.group_id, len(self._group_index))
+        env = self._workload.make_env(group_index, sample.index)
+        self._token_model.forget(env.session_id)  # a retry replays the script from turn 0
+        self._scripts[sample.sample_id] = env.script
+        return SimEnvSession(
+            env,
+            sample,
+            stop_token_ids=(self._workload.config.eos_token_id,),
+            bus=self._bus,
+            clock=self._clock,
+        )
+
+    def prewarm(self, prompt_indices: Sequence[int]) -> None:
+        """Simulated envs need no warm-up (their reset time is in the script)."""
+
+    def truth(self, context: SampleContext) -> RemainingWork:
+        """The true remaining work of a live sample (for the oracle predictor)."""
+        script = self._scripts.get(context.sample_id)
+        if script is None:
+            raise KeyError(f"sample {context.sample_id} has no open session")
+        rest = script.turns[context.turns_done :]
+        return RemainingWork(
+            turns=float(len(rest)), gen_tokens=float(sum(turn.output_tokens for turn in rest))
+        )

@@ -1,0 +1,59 @@
+"""`SyntheticWorkload`: one seeded workload — its token pool, scripts, envs and token model."""
+
+from __future__ import annotations
+
+from rollout.sim.workload.book import ScriptBook
+from rollout.sim.workload.config import WorkloadConfig
+from rollout.sim.workload.corpus import TokenCorpus
+from rollout.sim.workload.distributions import derive_seed
+from rollout.sim.workload.script import SampleScript, draw_group
+from rollout.sim.workload.sim_env import SimEnv
+from rollout.sim.workload.token_model import ScriptedTokenModel
+
+__all__ = ["SyntheticWorkload"]
+
+
+class SyntheticWorkload:
+    """Builds the matching pieces of a simulated rollout from one config and seed.
+
+    `make_env(group, sample)` registers the sample's script in `book`, so the `token_model()`
+    (give it to the engine) writes the turns that env expects. Use the env's `session_id` as the
+    `session_id` of the sample's generate requests.
+    """
+
+    def __init__(self, config: WorkloadConfig, seed: int) -> None:
+        self.config = config
+        self.seed = seed
+        self.book = ScriptBook()
+        self.corpus = TokenCorpus(
+            derive_seed(seed, "corpus"),
+            config.vocab_size,
+            config.corpus_tokens,
+            reserved_ids=(config.eos_token_id,),
+            distinct_ids=config.distinct_token_ids,
+        )
+        self._groups: dict[int, tuple[SampleScript, ...]] = {}
+
+    def group(self, group_index: int) -> tuple[SampleScript, ...]:
+        """The scripts of one group (drawn once, then remembered)."""
+        scripts = self._groups.get(group_index)
+        if scripts is None:
+            scripts = draw_group(self.config, self.seed, group_index, self.corpus)
+            self._groups[group_index] = scripts
+        return scripts
+
+    def make_env(self, group_index: int, sample_index: int) -> SimEnv:
+        """A fresh env for one sample; its script becomes visible to the token model."""
+        scripts = self.group(group_index)
+        if not 0 <= sample_index < len(scripts):
+            raise IndexError(
+                f"sample {sample_index} is outside group_size {self.config.group_size}"
+            )
+        script = scripts[sample_index]
+        self.book.register(script)
+        return SimEnv(script, self.corpus)
+
+    def token_model(self) -> ScriptedTokenModel:
+        return ScriptedTokenModel(
+            self.config, self.book, self.corpus, derive_seed(self.seed, "tokens")
+        )

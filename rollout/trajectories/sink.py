@@ -1,0 +1,80 @@
+"""The trajectory sink: assembles finished samples into whole groups, persists them, queues them.
+
+A group is complete when all K of its samples have arrived (rewarded, or ended by an
+infrastructure error — such samples travel with their group and are excluded later by the
+trainer helpers, so the group still completes). A complete group is written to every writer in
+one piece and queued for the trainer; `take_batch` hands out B groups in completion order.
+Synchronous and I/O-light; an async batch stream for in-process trainers wraps `take_batch`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+
+from rollout.core.types import Trajectory
+from rollout.errors import SinkError
+from rollout.trajectories.writers import TrajectoryWriter
+
+__all__ = ["TrajectorySink"]
+
+
+class TrajectorySink:
+    """Collects trajectories per group; see the module docstring."""
+
+    def __init__(self, group_size: int, writers: Sequence[TrajectoryWriter] = ()) -> None:
+        if group_size < 1:
+            raise SinkError(f"group_size must be >= 1, got {group_size}")
+        self._group_size = group_size
+        self._writers = tuple(writers)
+        self._pending: dict[str, dict[str, Trajectory]] = {}
+        self._ready: deque[tuple[Trajectory, ...]] = deque()
+        self._closed = False
+
+    @property
+    def ready_groups(self) -> int:
+        """Complete groups waiting for the trainer."""
+        return len(self._ready)
+
+    @property
+    def pending_groups(self) -> int:
+        """Groups with some but not all samples in."""
+        return len(self._pending)
+
+    def add(self, trajectory: Trajectory) -> tuple[Trajectory, ...] | None:
+        """Add a finished sample; returns its group (by sample index) if this completed it."""
+        if self._closed:
+            raise SinkError("the sink is closed")
+        if trajectory.reward is None and trajectory.infra_error is None:
+            raise SinkError(
+                f"trajectory {trajectory.sample_id} has no reward and no infra_error; reward it "
+                "(DONE → REWARDED) before it enters the sink"
+            )
+        members = self._pending.setdefault(trajectory.group_id, {})
+        if trajectory.sample_id in members:
+            raise SinkError(f"trajectory {trajectory.sample_id} was added twice")
+        members[trajectory.sample_id] = trajectory
+        if len(members) < self._group_size:
+            return None
+        del self._pending[trajectory.group_id]
+        group = tuple(sorted(members.values(), key=lambda t: (t.sample_index, t.sample_id)))
+        for writer in self._writers:
+            writer.write_group(group)
+        self._ready.append(group)
+        return group
+
+    def take_batch(self, groups: int) -> list[tuple[Trajectory, ...]] | None:
+        """The oldest `groups` complete groups, or None (and nothing taken) if fewer are ready."""
+        if groups < 1:
+            raise SinkError(f"a batch needs at least one group, asked for {groups}")
+        if len(self._ready) < groups:
+            return None
+        return [self._ready.popleft() for _ in range(groups)]
+
+    def close(self) -> None:
+        """Close every writer (flushing buffered Parquet groups); idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        for writer in self._writers:
+            writer.close()

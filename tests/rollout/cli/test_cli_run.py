@@ -1,0 +1,63 @@
+"""`conductor run` and `conductor simulate` end to end, with tiny settings."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import typer
+from typer.testing import CliRunner
+
+from rollout.cli.run import DEFAULT_RUN_CONFIG, run
+from rollout.cli.simulate import simulate
+from rollout.trajectories.writers import read_jsonl_groups
+from tests.paths import CONFIGS
+
+
+def cli(command: Callable[..., None]) -> typer.Typer:
+    app = typer.Typer()
+    app.command()(command)
+    return app
+
+
+def test_conductor_run_leaves_a_run_directory_with_rewards_of_both_signs(tmp_path: Path) -> None:
+    overrides = [
+        "steps=1",
+        "groups_per_step=1",
+        "group_size=4",
+        "async_factor=1",
+        "task_ids=[swe-taskset__spans-remove-drops-right-part]",
+        "pool.overrides=[backend=local, warm_per_image=1, max_live=6, act_slots=4]",
+        "model.overrides=[cost.t_weights_s=0.0005]",  # a 10x faster engine keeps this short
+        "trainer.train_time_s=0.1",
+        "scripted.fix_probability=0.5",
+        "seed=3",
+    ]
+    result = CliRunner().invoke(
+        cli(run), [str(DEFAULT_RUN_CONFIG), *overrides, "--out", str(tmp_path)]
+    )
+    assert result.exit_code == 0, result.output
+    [run_dir] = list(tmp_path.iterdir())
+    for name in ("config.yaml", "events.jsonl", "steps.jsonl", "timeseries.jsonl"):
+        assert (run_dir / name).stat().st_size > 0, name
+    [group] = list(read_jsonl_groups(run_dir / "trajectories.jsonl"))
+    assert len(group) == 4 and all(t.infra_error is None for t in group)
+    assert {t.reward for t in group} == {0.0, 1.0}
+    assert (run_dir / "metrics.json").exists()
+    assert "T_next" in result.output and "local" in result.output
+
+
+def test_conductor_simulate_prints_a_simulated_comparison(tmp_path: Path) -> None:
+    config = CONFIGS / "simulate" / "short_context.yaml"
+    overrides = ["steps=1", "groups_per_step=1", "group_size=2", "trainer.train_time_s=1"]
+    result = CliRunner().invoke(
+        cli(simulate), [str(config), *overrides, "--out", str(tmp_path), "--no-report"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "SIMULATED" in result.output and "T_next step 1" in result.output
+    assert "qwen3-8b-like" in result.output
+    [root] = list(tmp_path.iterdir())
+    assert sorted(path.name for path in root.iterdir()) == ["conductor", "sync", "traj_async"]
+    steps = [json.loads(line) for line in (root / "sync" / "steps.jsonl").read_text().splitlines()]
+    assert [step["step"] for step in steps] == [1]
