@@ -24,12 +24,12 @@ import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from envs.swe.actions import ParseError, openai_tool_schemas, parse_action, swe_tool_specs
 from envs.swe.config import SWEEnvConfig
 from envs.swe.grader import AgentPatch, Grader, GradingSandboxFactory
-from envs.swe.grading import GradableTask, GradingReport, InfraError, LogParser
+from envs.swe.grading import EpisodeTask, GradingReport, InfraError, LogParser
 from envs.swe.grading_log import parse_pytest_log
 from envs.swe.observation import (
     ignored_actions_note,
@@ -55,13 +55,6 @@ from harness.sandbox.base import Sandbox
 from harness.standalone import BackendName
 
 __all__ = ["EpisodeTask", "SWEEnv", "TruncationReason", "make_swe_env"]
-
-
-class EpisodeTask(GradableTask, Protocol):
-    """What an episode needs from a task (the fields of `envs.swe.tasks.SWETask`)."""
-
-    @property
-    def problem_statement(self) -> str: ...
 
 
 class TruncationReason:

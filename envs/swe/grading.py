@@ -26,6 +26,7 @@ from envs.swe.config import GradingConfig
 from envs.swe.grading_log import FAILING_STATUSES, PASSING_STATUSES
 
 __all__ = [
+    "EpisodeTask",
     "GradableTask",
     "GradingInputs",
     "GradingReport",
@@ -67,6 +68,13 @@ class GradableTask(Protocol):
     def FAIL_TO_PASS(self) -> Sequence[str]: ...
     @property
     def PASS_TO_PASS(self) -> Sequence[str]: ...
+
+
+class EpisodeTask(GradableTask, Protocol):
+    """What an episode needs from a task: what grading needs, and the problem statement."""
+
+    @property
+    def problem_statement(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,14 +11,12 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
+from envs.swe.grading import EpisodeTask
 from harness.errors import HarnessError, SandboxDeadError
 from harness.handle import SandboxHandle
 from harness.sandbox.base import Sandbox
-
-if TYPE_CHECKING:
-    from envs.swe.env import EpisodeTask
 
 __all__ = [
     "AcquireSandbox",
@@ -33,7 +31,7 @@ __all__ = [
 ReleaseSandbox = Callable[[], Awaitable[None]]
 """Gives a sandbox back to whoever lent it (who destroys or recycles it)."""
 
-AcquireSandbox = Callable[["EpisodeTask"], Awaitable[tuple[Sandbox, ReleaseSandbox]]]
+AcquireSandbox = Callable[[EpisodeTask], Awaitable[tuple[Sandbox, ReleaseSandbox]]]
 """A coroutine function that lends a sandbox for a task."""
 
 
