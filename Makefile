@@ -13,7 +13,7 @@ help:
 	@echo "make run        set up, build what is needed, run the main job on the embedded default"
 	@echo "make test       set up, then run the whole test suite (needs a Docker engine)"
 	@echo "make test-fast  the suite without tests marked slow"
-	@echo "make lint       ruff (lint + format check) and mypy"
+	@echo "make lint       ruff (lint + format check), mypy, import-layer contracts"
 	@echo "make bench      side-by-side benchmarks (env pool, KV cache)"
 	@echo "make reap       remove leftover containers of this project"
 
@@ -39,6 +39,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy harness envs rollout kvcache
+	$(BIN)/lint-imports --no-cache
 
 bench: $(STAMP)
 	$(BIN)/conductor bench env
