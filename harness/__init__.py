@@ -7,6 +7,8 @@ Public API (see README "Plug in a new env"):
 * `DockerBackend`, `LocalBackend` — where sandboxes come from.
 * `StepEvent`, `Phase`, `EventBus` — action-level step events.
 * `register_envs` — registers the shipped envs with Gymnasium (`conductor/<Name>-v0`).
+* `standalone_handle`, `make_backend` — a sandbox for an env used without a pool.
+* `docker_client`, `ensure_base_image` — the local Docker engine and the offline base image.
 """
 
 from harness.backends import DockerBackend, LocalBackend, SandboxBackend
@@ -23,9 +25,12 @@ from harness.errors import (
 )
 from harness.events import EventBus, EventRecorder, Phase, StepEvent
 from harness.handle import OwnedSandboxHandle, PooledSandboxHandle, SandboxHandle
+from harness.images import ensure_base_image
 from harness.pool import EnvFactory, EnvLease, EnvPool, PoolConfig, PoolStats
 from harness.registration import make_env, register_envs
+from harness.sandbox.docker import docker_client
 from harness.spaces import UnicodeText
+from harness.standalone import make_backend, standalone_handle
 
 __all__ = [
     "AgentEnv",
@@ -56,6 +61,10 @@ __all__ = [
     "SandboxHandle",
     "StepEvent",
     "UnicodeText",
+    "docker_client",
+    "ensure_base_image",
+    "make_backend",
     "make_env",
     "register_envs",
+    "standalone_handle",
 ]
