@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import NoReturn
 
 import typer
 from rich.console import Console
 
-__all__ = ["console", "fail"]
+__all__ = ["config_and_overrides", "console", "fail"]
 
 console = Console(stderr=False, highlight=False)
 
@@ -16,3 +17,14 @@ def fail(message: str, *, exit_code: int = 1) -> NoReturn:
     """Print `message` in red and exit; the message should say what to do next."""
     Console(stderr=True).print(f"[bold red]error:[/] {message}")
     raise typer.Exit(exit_code)
+
+
+def config_and_overrides(
+    config: Path, overrides: list[str] | None, default: Path
+) -> tuple[Path, list[str]]:
+    """`conductor CMD key=value` means the default config with that override: a first
+    argument that holds `=` and names no file is an override, not a config path."""
+    rest = list(overrides or [])
+    if config != default and "=" in config.name and not config.exists():
+        return default, [str(config), *rest]
+    return config, rest

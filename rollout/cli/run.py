@@ -19,7 +19,7 @@ from rich.table import Table
 
 from harness.config import load_config
 from harness.errors import HarnessError
-from rollout.cli.console import console, fail
+from rollout.cli.console import config_and_overrides, console, fail
 from rollout.errors import RolloutError
 from rollout.jobs.config import RunConfig
 from rollout.jobs.policies import UnknownPolicyError
@@ -40,8 +40,9 @@ def run(
     report: bool = typer.Option(True, help="write metrics.json and report.md in the run dir"),
 ) -> None:
     """Scripted SWE agents on the simulated engine, real sandboxes, a few training steps."""
+    config, extra = config_and_overrides(config, overrides, DEFAULT_RUN_CONFIG)
     try:
-        settings = load_config(RunConfig, config, overrides or [])
+        settings = load_config(RunConfig, config, extra)
     except HarnessError as exc:
         fail(str(exc))
     run_dir = (out or Path(settings.out_dir)) / time.strftime("%Y%m%d-%H%M%S")

@@ -114,10 +114,23 @@ class GenerateResult:
     # Seconds the request waited in the engine's queue, not computing (SGLang's
     # `meta_info.queue_time` where the server reports it; 0.0 when the engine does not say).
     queued_s: float = 0.0
+    # The policy version of each output token when a weight update fell inside the request
+    # (SGLang's `meta_info.weight_versions` spans after an in-place or retract pause); empty:
+    # every token has `weight_version`.
+    output_versions: tuple[int, ...] = ()
+
+    def token_versions(self) -> int | tuple[int, ...]:
+        """`weight_version` when one version produced every token, else one per token."""
+        return self.output_versions or self.weight_version
 
     def __post_init__(self) -> None:
         if self.queued_s < 0:
             raise EngineError(f"request {self.rid}: queued_s must be >= 0, got {self.queued_s}")
+        if self.output_versions and len(self.output_versions) != len(self.output_ids):
+            raise EngineError(
+                f"request {self.rid}: {len(self.output_ids)} output ids but "
+                f"{len(self.output_versions)} per-token versions"
+            )
         if len(self.output_ids) != len(self.output_logprobs):
             raise EngineError(
                 f"request {self.rid}: {len(self.output_ids)} output ids but "

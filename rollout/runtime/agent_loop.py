@@ -183,7 +183,7 @@ class AgentLoop:
                 )
             turn.gen_s += ended_s - forward_from_s
             self._record.append_generated(
-                result.output_ids, result.output_logprobs, result.weight_version
+                result.output_ids, result.output_logprobs, result.token_versions()
             )
             self._emit(Phase.GEN, forward_from_s, {**data, **_result_data(result)}, end_s=ended_s)
             if result.finish_reason is not FinishReason.ABORT:

@@ -106,8 +106,11 @@ class TrajectoryBuilder:
             raise TrajectoryError("a turn is already open; end_turn() it first")
         self._turn_start = len(self._token_ids)
 
-    def append_generated(self, ids: Sequence[int], logprobs: Sequence[float], version: int) -> None:
-        """One generation segment, verbatim, produced by policy `version`."""
+    def append_generated(
+        self, ids: Sequence[int], logprobs: Sequence[float], version: int | Sequence[int]
+    ) -> None:
+        """One generation segment, verbatim, produced by policy `version` (or one per token,
+        when a weight update fell inside the generation)."""
         if self._turn_start is None:
             raise TrajectoryError("no turn is open; call open_turn() before appending output")
         if len(ids) != len(logprobs):
@@ -115,12 +118,22 @@ class TrajectoryBuilder:
                 f"{len(ids)} generated ids but {len(logprobs)} logprobs; the engine must return "
                 "one logprob per id"
             )
-        if ids and version < 0:
-            raise TrajectoryError(f"generated tokens need a policy version >= 0, got {version}")
+        if isinstance(version, int):
+            versions = array("q", (version,)) * len(ids)
+        else:
+            versions = array("q", version)
+            if len(versions) != len(ids):
+                raise TrajectoryError(
+                    f"{len(ids)} generated ids but {len(versions)} per-token versions"
+                )
+        if ids and min(versions) < 0:
+            raise TrajectoryError(
+                f"generated tokens need a policy version >= 0, got {min(versions)}"
+            )
         self._token_ids.extend(ids)
         self._loss_mask.extend(_ONE * len(ids))
         self._logprobs.extend(map(float, logprobs))
-        self._versions.extend(array("q", (version,)) * len(ids))
+        self._versions.extend(versions)
         self._generated += len(ids)
 
     def end_turn(self) -> Span:

@@ -7,7 +7,7 @@ otherwise; the model and GPU live in `ServedModelConfig` (`configs/model/*.yaml`
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Self
+from typing import Literal, Self
 
 from pydantic import Field, model_validator
 
@@ -19,6 +19,7 @@ __all__ = [
     "HostWritePolicy",
     "KVBackendKind",
     "LinkConfig",
+    "PauseMode",
     "RetractionPolicy",
     "SchedulePolicy",
     "SimEngineConfig",
@@ -37,6 +38,11 @@ class RetractionPolicy(StrEnum):
 
     LENGTH = "length"  # fewest output tokens first, ties: longest input first (SGLang default)
     PRIORITY = "priority"  # lowest priority first, then as LENGTH
+
+
+PauseMode = Literal["abort", "retract", "in_place"]
+"""SGLang's `/pause_generation` modes: abort everything in flight (callers get partial output),
+send running requests back to the waiting queue (KV freed, recomputed later), or stop in place."""
 
 
 class KVBackendKind(StrEnum):

@@ -30,7 +30,7 @@ from rollout.engines.base import (
 )
 from rollout.engines.sim import batching
 from rollout.engines.sim.batcher import Batcher, Blocked, Chunk, SimEngineCounters
-from rollout.engines.sim.config import SimEngineConfig
+from rollout.engines.sim.config import PauseMode, SimEngineConfig
 from rollout.engines.sim.cost_model import prefill_attention_units, step_time_s
 from rollout.engines.sim.kv import KVBackend
 from rollout.engines.sim.request_state import SimRequest
@@ -80,11 +80,25 @@ class SimEngine:
         self._crash: BaseException | None = None
         self._task: asyncio.Task[None] | None = None
         self._wake_future: asyncio.Future[bool] | None = None
+        # An in-place or retract pause freezes the step loop between rounds (SGLang keeps the
+        # requests); `_thawed` is set while it runs, `_frozen_at_round` once it has stopped.
+        self._freeze: PauseMode | None = None
+        self._thawed = asyncio.Event()
+        self._thawed.set()
+        self._frozen_at_round = asyncio.Event()
 
     @property
     def kv(self) -> KVBackend:
         """The KV backend this engine drives (for inspection; do not drive it from outside)."""
         return self._kv
+
+    @property
+    def config(self) -> SimEngineConfig:
+        return self._config
+
+    def live_rids(self) -> list[str]:
+        """Rids of the requests queued or running now."""
+        return list(self._batch.live)
 
     @property
     def counters(self) -> SimEngineCounters:
@@ -148,15 +162,48 @@ class SimEngine:
         if self._batch.live:
             await self._drained.wait()
 
+    async def pause_generation(self, mode: PauseMode) -> None:
+        """SGLang's `/pause_generation`: `abort` is `pause()`; `in_place` stops the step loop
+        with every request kept (KV too); `retract` also sends running requests back to the
+        waiting queue with their KV freed (recomputed after `resume`). Returns once no
+        forward runs; new requests queue until `resume`."""
+        if mode == "abort":
+            await self.pause()
+            return
+        self._freeze = mode
+        self._thawed.clear()
+        self._frozen_at_round.clear()
+        if self._task is None or self._task.done():
+            self._freeze_now()
+            return
+        self._wake(recheck=True)  # a decode block ends after the step in flight
+        await self._frozen_at_round.wait()
+
     async def resume(self) -> None:
+        self._freeze = None
+        self._thawed.set()
         self._resumed.set()
 
     async def update_weights(self, version: int) -> None:
         if self._config.weight_update_s > 0:
             await asyncio.sleep(self._config.weight_update_s)
+        for sim in self._batch.live.values():  # kept through an in-place or retract pause
+            sim.note_version_change(self._batch.weight_version)
         self._batch.weight_version = version
         if self._config.flush_cache_on_weight_update:
             self._kv.flush()
+
+    def flush_cache(self) -> bool:
+        """Drop every cached prefix; refused (False) while requests run or wait, as SGLang does."""
+        if self._batch.live:
+            return False
+        self._kv.flush()
+        return True
+
+    @property
+    def paused(self) -> bool:
+        """Whether a pause holds (no new work starts until `resume`)."""
+        return self._freeze is not None or not self._resumed.is_set()
 
     def stats(self) -> EngineStats:
         kv = self._kv.stats()
@@ -266,8 +313,20 @@ class SimEngine:
         except Exception as exc:  # a bug: fail every caller (and later ones) instead of hanging
             self._crash = exc
             self._batch.fail_all(EngineError(f"the sim engine's step loop crashed: {exc!r}"))
+        finally:
+            if self._freeze is not None:
+                self._frozen_at_round.set()  # the loop stopped before it reached the freeze
+
+    def _freeze_now(self) -> None:
+        if self._freeze == "retract":
+            for sim in [*self._batch.decoding, *self._batch.prefilling]:
+                self._batch.retract(sim)
+        self._frozen_at_round.set()
 
     async def _round(self) -> None:
+        if self._freeze is not None:
+            self._freeze_now()
+            await self._thawed.wait()
         batch = self._batch
         retractions = batch.counters.retractions
         now = self._sync_now()

@@ -46,6 +46,7 @@ class SimRequest:
         "stage",
         "stop_reason",
         "target",
+        "version_changes",
         "waiting_since_s",
     )
 
@@ -82,6 +83,8 @@ class SimRequest:
         self.epoch = 0  # bumped on every push into the waiting queue (lazy deletion)
         self.queued_s = 0.0  # time spent waiting for a forward, over every wait so far
         self.waiting_since_s: float | None = None  # start of the current wait (None: computing)
+        # (old version, output tokens so far) at each weight update this request lived through
+        self.version_changes: list[tuple[int, int]] | None = None
 
     @property
     def rid(self) -> str:
@@ -127,6 +130,23 @@ class SimRequest:
         self.ready_at_s = 0.0
         self.retractions += 1
 
+    def note_version_change(self, old_version: int) -> None:
+        """A weight update happened while this request was live (an in-place or retract pause)."""
+        if self.version_changes is None:
+            self.version_changes = []
+        self.version_changes.append((old_version, self.generated))
+
+    def output_versions(self, weight_version: int) -> tuple[int, ...]:
+        """The policy version of each output token, or () when `weight_version` made them all."""
+        changes = self.version_changes
+        if not changes or all(tokens == 0 for _, tokens in changes):
+            return ()
+        versions: list[int] = []
+        for old_version, tokens in changes:
+            versions.extend([old_version] * (min(tokens, self.generated) - len(versions)))
+        versions.extend([weight_version] * (self.generated - len(versions)))
+        return tuple(versions)
+
     def result(self, reason: FinishReason, weight_version: int) -> GenerateResult:
         return GenerateResult(
             rid=self.rid,
@@ -138,4 +158,5 @@ class SimRequest:
             weight_version=weight_version,
             num_retractions=self.retractions,
             queued_s=self.queued_s,
+            output_versions=self.output_versions(weight_version),
         )

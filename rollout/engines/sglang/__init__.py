@@ -1,0 +1,30 @@
+"""The SGLang engine: the `Engine` protocol over SGLang's HTTP API (0.5.23).
+
+* `client`: `SGLangEngine` (generation, abort, pause, weights, polled stats, routing).
+* `config`: `SGLangEngineConfig` (`configs/engine/sglang.yaml`).
+* `wire`: the request and reply shapes, pure (shared with the simulator's HTTP server).
+* `routing`: sticky session routing with load-aware spill-over, pure.
+* `transport`: one HTTP call, errors mapped to `EngineTransportError`.
+"""
+
+from rollout.engines.sglang.client import (
+    TOKENIZER_PROBE,
+    EngineStartupError,
+    SGLangEngine,
+    WeightLoad,
+    backoff_delays,
+)
+from rollout.engines.sglang.config import SGLangEngineConfig
+from rollout.engines.sglang.transport import EngineTransportError
+from rollout.engines.sglang.wire import EngineProtocolError
+
+__all__ = [
+    "TOKENIZER_PROBE",
+    "EngineProtocolError",
+    "EngineStartupError",
+    "EngineTransportError",
+    "SGLangEngine",
+    "SGLangEngineConfig",
+    "WeightLoad",
+    "backoff_delays",
+]

@@ -1,0 +1,115 @@
+"""`conductor serve-sim`: the simulated engine behind SGLang's HTTP API, on a local port.
+
+The engine is the in-process simulator (continuous batching on the cost model, the `kvcache`
+policy or LRU, priority scheduling), paced in wall-clock time; its model is the scripted SWE
+agent for prompts of the shipped SWE tasks and seeded filler text otherwise
+(`rollout.sim.serving_model`). Point `SGLangEngine` (or SGLang's own HTTP test kits) at it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from envs.swe.tasks import load_shipped_tasks
+from harness.config import FrozenConfig
+from rollout.engines.sim import ServedModelConfig, SimEngineConfig, build_sim_engine
+from rollout.engines.sim.http_server import ServedIdentity, SimSGLangServer
+from rollout.jobs.config import ConfigRef
+from rollout.sim.config import ScriptedPolicyConfig
+from rollout.sim.scripted_agent import ScriptedSWEAgent
+from rollout.sim.serving_model import FillerTokenModel, ServingTokenModel
+from rollout.trajectories.tokenizer import ByteTokenizer, ChatTemplate, Tokenizer
+
+__all__ = ["ServeSimConfig", "TokenizerCodec", "build_sim_server", "serve_forever"]
+
+
+class ServeSimConfig(FrozenConfig):
+    """`conductor serve-sim` (`configs/serve_sim/default.yaml`)."""
+
+    host: str = Field(default="127.0.0.1", description="Interface to listen on.")
+    port: int = Field(default=30000, ge=0, le=65535, description="Port; 0 picks a free one.")
+    served_model_name: str = Field(default="sim-qwen3-8b", description="Name in /v1/models.")
+    model: ConfigRef = Field(description="Served model and cost model (configs/model/*.yaml).")
+    engine: ConfigRef = Field(description="Simulated engine (configs/engine/sim.yaml).")
+    scripted: ScriptedPolicyConfig = Field(default_factory=ScriptedPolicyConfig)
+    filler_seed: int = Field(default=0, description="Seed of the filler text for other prompts.")
+
+
+class TokenizerCodec:
+    """A rollout `Tokenizer` as the server's text codec (specials: ids without text bytes)."""
+
+    def __init__(self, tokenizer: Tokenizer, special_ids: frozenset[int]) -> None:
+        self._tokenizer = tokenizer
+        self._special_ids = special_ids
+        self._template = ChatTemplate()
+
+    @property
+    def eos_token_id(self) -> int:
+        return self._tokenizer.eos_token_id
+
+    def encode(self, text: str) -> list[int]:
+        return self._tokenizer.encode(text)
+
+    def decode(self, ids: Sequence[int], *, skip_special_tokens: bool) -> str:
+        if skip_special_tokens:
+            ids = [i for i in ids if i not in self._special_ids]
+        return self._tokenizer.decode(ids)
+
+    def chat_prompt(self, messages: Sequence[Mapping[str, Any]]) -> str:
+        t = self._template
+        parts = [
+            f"{t.start_token}{m.get('role', 'user')}{t.separator}{m.get('content') or ''}"
+            f"{t.end_token}{t.separator}"
+            for m in messages
+        ]
+        return "".join(parts) + f"{t.start_token}{t.assistant_role}{t.separator}"
+
+
+@dataclass(frozen=True, slots=True)
+class SimServerParts:
+    server: SimSGLangServer
+    engine_config: SimEngineConfig
+
+
+def build_sim_server(config: ServeSimConfig, base_dir: Path) -> SimServerParts:
+    """The server and its engine; call on the loop that will serve (the engine lives there)."""
+    model = config.model.load(ServedModelConfig, base_dir)
+    engine_config = config.engine.load(SimEngineConfig, base_dir).model_copy(
+        update={"flush_cache_on_weight_update": False}  # the weight-update request decides
+    )
+    tokenizer = ByteTokenizer()
+    agent = ScriptedSWEAgent(tokenizer, config.scripted)
+    filler = FillerTokenModel(
+        tokenizer, seed=config.filler_seed, min_logprob=config.scripted.min_logprob
+    )
+    token_model = ServingTokenModel(tokenizer, agent, load_shipped_tasks(), filler)
+    engine = build_sim_engine(engine_config, model, token_model)
+    specials = frozenset(range(256, tokenizer.vocab_size))  # ByteTokenizer: bytes are 0..255
+    identity = ServedIdentity(
+        model_path=f"sim/{model.name}",
+        served_model_name=config.served_model_name,
+        max_context_tokens=model.max_context_tokens,
+    )
+    return SimServerParts(SimSGLangServer(engine, TokenizerCodec(tokenizer, specials), identity),
+                          engine_config)  # fmt: skip
+
+
+async def serve_forever(
+    config: ServeSimConfig, base_dir: Path, *, on_ready: Callable[[int], None] | None = None
+) -> None:
+    """Serve until cancelled (Ctrl-C); `on_ready(port)` once it listens."""
+    parts = build_sim_server(config, base_dir)
+    port = await parts.server.start(config.host, config.port)
+    if on_ready is not None:
+        on_ready(port)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await parts.server.stop()
+        await parts.server.engine.aclose()
