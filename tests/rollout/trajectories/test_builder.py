@@ -61,3 +61,21 @@ def test_built_records_skip_the_per_token_check_but_any_change_gets_it() -> None
         replace(trajectory, versions=generated_without_version)
     with pytest.raises(TrajectoryError, match="not generated but carries version"):
         replace(trajectory, versions=(7, *trajectory.versions[1:]))
+
+
+def test_a_generation_spanning_a_weight_update_records_each_tokens_version() -> None:
+    record = TrajectoryBuilder((1, 2))
+    record.open_turn()
+    record.append_generated((11, 12, 13), (-0.1, -0.2, -0.3), version=(4, 4, 5))
+    record.end_turn()
+    trajectory = record.build(
+        sample_id="s", group_id="g", prompt_index=0, sample_index=0, reward=0.0
+    )
+    assert trajectory.versions == (-1, -1, 4, 4, 5)
+
+
+def test_per_token_versions_must_match_the_generated_ids() -> None:
+    record = TrajectoryBuilder((1,))
+    record.open_turn()
+    with pytest.raises(TrajectoryError, match="3 generated ids but 2 per-token versions"):
+        record.append_generated((11, 12, 13), (-0.1, -0.2, -0.3), version=(4, 5))
