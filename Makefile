@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 TORCH_SPEC ?= torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: help venv run test test-fast lint typecheck bench images reap clean
+.PHONY: help venv run test test-fast lint typecheck bench images reap clean sglang-wheel
 
 help:
 	@echo "make run        set up, build what is needed, run the main job on the embedded default"
@@ -16,6 +16,13 @@ help:
 	@echo "make lint       ruff (lint + format check), mypy, import-layer contracts"
 	@echo "make bench      side-by-side benchmarks (env pool, KV cache)"
 	@echo "make reap       remove leftover containers of this project"
+	@echo "make sglang-wheel  cache SGLang's wheel (its HTTP test kits run against serve-sim)"
+
+# SGLang's own HTTP test kits come from its wheel (read, not installed): tests that find no
+# wheel skip locally and fail in CI.
+SGLANG_VERSION ?= 0.5.23
+SGLANG_WHEEL_DIR := .cache/sglang
+SGLANG_WHEEL_STAMP := $(SGLANG_WHEEL_DIR)/.sglang-$(SGLANG_VERSION)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +53,13 @@ bench: $(STAMP)
 
 images: $(STAMP)
 	$(BIN)/conductor images build
+
+$(SGLANG_WHEEL_STAMP): $(STAMP)
+	mkdir -p $(SGLANG_WHEEL_DIR)
+	$(BIN)/pip download -q --no-deps --only-binary=:all: -d $(SGLANG_WHEEL_DIR) "sglang==$(SGLANG_VERSION)"
+	touch $(SGLANG_WHEEL_STAMP)
+
+sglang-wheel: $(SGLANG_WHEEL_STAMP)
 
 reap: $(STAMP)
 	$(BIN)/conductor envs reap
