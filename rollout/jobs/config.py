@@ -10,9 +10,9 @@ with a `ConfigRef`: a path, relative to the file that names it, plus `key=value`
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Literal, Self, TypeVar
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from harness.config import FrozenConfig, load_config
 from rollout.core.config import RolloutConfig
@@ -89,7 +89,8 @@ class SimulateConfig(FrozenConfig):
 
 
 class RunConfig(FrozenConfig):
-    """`conductor run`: scripted SWE agents on the simulated engine in wall-clock time."""
+    """`conductor run`: SWE rollouts in real sandboxes, on the in-process simulated engine
+    (scripted agents, wall-clock time) or on SGLang servers over HTTP."""
 
     seed: int = Field(default=0, description="Seed of the prompt order and the scripted agent.")
     steps: int = Field(default=3, ge=1, description="Training steps to run (steps).")
@@ -104,8 +105,20 @@ class RunConfig(FrozenConfig):
         default="You are a software engineer fixing an issue in a repository.",
         description="System message before each task's prompt.",
     )
-    model: ConfigRef = Field(description="Served model and cost model (configs/model/*.yaml).")
-    engine: ConfigRef = Field(description="Simulated engine (configs/engine/sim.yaml).")
+    engine_backend: Literal["sim", "sglang"] = Field(
+        default="sim",
+        description="sim: the in-process simulated engine with scripted SWE agents (`model` "
+        "and `engine`); sglang: SGLang servers over HTTP (`sglang`), whose model writes the "
+        "turns (for example `conductor serve-sim`, or a real model: docs/sglang.md).",
+    )
+    model: ConfigRef = Field(
+        description="Served model and cost model of the sim backend (configs/model/*.yaml)."
+    )
+    engine: ConfigRef = Field(description="The sim backend's engine (configs/engine/sim.yaml).")
+    sglang: ConfigRef | None = Field(
+        default=None,
+        description="The SGLang client (configs/engine/sglang.yaml) of the sglang backend.",
+    )
     rollout: ConfigRef = Field(description="Rollout cores (configs/rollout/default.yaml).")
     pool: ConfigRef = Field(description="Env pool and sandbox backend (configs/pool/*.yaml).")
     swe: ConfigRef = Field(description="SWE env (configs/swe/default.yaml).")
@@ -116,6 +129,15 @@ class RunConfig(FrozenConfig):
     out_dir: str = Field(
         default="runs", min_length=1, description="Parent of the run directory (working dir)."
     )
+
+    @model_validator(mode="after")
+    def _backend_configured(self) -> Self:
+        if self.engine_backend == "sglang" and self.sglang is None:
+            raise ValueError(
+                "engine_backend: sglang needs `sglang: {path: ../engine/sglang.yaml}` (the "
+                "client's endpoints and timeouts); see configs/run/sglang.yaml"
+            )
+        return self
 
 
 def shape_rollout(

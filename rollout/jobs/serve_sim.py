@@ -26,7 +26,13 @@ from rollout.sim.scripted_agent import ScriptedSWEAgent
 from rollout.sim.serving_model import FillerTokenModel, ServingTokenModel
 from rollout.trajectories.tokenizer import ByteTokenizer, ChatTemplate, Tokenizer
 
-__all__ = ["ServeSimConfig", "TokenizerCodec", "build_sim_server", "serve_forever"]
+__all__ = [
+    "ServeSimConfig",
+    "SimServerParts",
+    "TokenizerCodec",
+    "build_sim_server",
+    "serve_forever",
+]
 
 
 class ServeSimConfig(FrozenConfig):
@@ -73,12 +79,18 @@ class TokenizerCodec:
 
 @dataclass(frozen=True, slots=True)
 class SimServerParts:
+    """The server, its engine's config and its model (tests read the scripts it played)."""
+
     server: SimSGLangServer
     engine_config: SimEngineConfig
+    token_model: ServingTokenModel
 
 
-def build_sim_server(config: ServeSimConfig, base_dir: Path) -> SimServerParts:
-    """The server and its engine; call on the loop that will serve (the engine lives there)."""
+def build_sim_server(
+    config: ServeSimConfig, base_dir: Path, *, server_args: Mapping[str, Any] | None = None
+) -> SimServerParts:
+    """The server and its engine; call on the loop that will serve (the engine lives there).
+    `server_args`: more /server_info fields to report (e.g. to test a client's checks)."""
     model = config.model.load(ServedModelConfig, base_dir)
     engine_config = config.engine.load(SimEngineConfig, base_dir).model_copy(
         update={"flush_cache_on_weight_update": False}  # the weight-update request decides
@@ -95,9 +107,10 @@ def build_sim_server(config: ServeSimConfig, base_dir: Path) -> SimServerParts:
         model_path=f"sim/{model.name}",
         served_model_name=config.served_model_name,
         max_context_tokens=model.max_context_tokens,
+        server_args=dict(server_args or {}),
     )
-    return SimServerParts(SimSGLangServer(engine, TokenizerCodec(tokenizer, specials), identity),
-                          engine_config)  # fmt: skip
+    server = SimSGLangServer(engine, TokenizerCodec(tokenizer, specials), identity)
+    return SimServerParts(server, engine_config, token_model)
 
 
 async def serve_forever(

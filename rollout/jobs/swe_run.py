@@ -1,15 +1,17 @@
-"""The SWE rollout of `conductor run`: scripted agents, the simulated engine, real sandboxes.
+"""The SWE rollout of `conductor run`: real sandboxes, the simulated engine or SGLang servers.
 
-Everything is real except the model: the shipped SWE tasks run in the env pool (Docker when a
-daemon answers, else the local sandbox), their tool calls and grading are real, the conductor
-schedules as in production, and the simulated trainer consumes batches and publishes weights.
-The model is `ScriptedSWEAgent` inside the simulated engine, which paces itself on its cost
-model in wall-clock time (the loop clock of an ordinary asyncio loop).
+The shipped SWE tasks run in the env pool (Docker when a daemon answers, else the local
+sandbox), their tool calls and grading are real, the conductor schedules as in production, and
+the simulated trainer consumes batches and publishes weights. The model is either
+`ScriptedSWEAgent` inside the in-process simulated engine, which paces itself on its cost model
+in wall-clock time (`engine_backend: sim`), or whatever SGLang servers serve, reached through
+`SGLangEngine` over HTTP (`engine_backend: sglang`; `conductor serve-sim` serves the same
+scripted agents there).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -25,7 +27,9 @@ from harness.handle import SandboxHandle
 from harness.pool import EnvPool, PoolConfig
 from rollout.core.admission import AdmissionController
 from rollout.core.config import RolloutConfig
-from rollout.engines.sim import ServedModelConfig, SimEngineConfig, build_sim_engine
+from rollout.engines.base import Engine
+from rollout.engines.sglang import SGLangEngine, SGLangEngineConfig
+from rollout.engines.sim import ServedModelConfig, SimEngine, SimEngineConfig, build_sim_engine
 from rollout.errors import RolloutError
 from rollout.jobs.config import RunConfig, shape_rollout
 from rollout.jobs.policies import resolve_policy
@@ -87,8 +91,6 @@ async def run_swe_rollout(
 ) -> SWERunResult:
     """Run `config.steps` training steps; configs are resolved from `base_dir`."""
     policy = resolve_policy(config.policy)
-    model = config.model.load(ServedModelConfig, base_dir)
-    engine_config = engine_config_for(policy, config.engine.load(SimEngineConfig, base_dir))
     rollout = shape_rollout(
         config.rollout.load(RolloutConfig, base_dir),
         groups_per_step=config.groups_per_step,
@@ -101,8 +103,28 @@ async def run_swe_rollout(
     tasks = select_tasks(config.task_ids)
     clock, bus = LoopClock(), EventBus()
     tokenizer = ByteTokenizer()
-    agent = ScriptedSWEAgent(tokenizer, config.scripted)
-    engine = build_sim_engine(engine_config, model, agent)
+    agent: ScriptedSWEAgent | None = None
+    connect: Callable[[], Awaitable[Engine]]
+    if config.engine_backend == "sim":
+        model = config.model.load(ServedModelConfig, base_dir)
+        engine_config = engine_config_for(policy, config.engine.load(SimEngineConfig, base_dir))
+        scripted = agent = ScriptedSWEAgent(tokenizer, config.scripted)
+
+        async def connect() -> Engine:
+            return build_sim_engine(engine_config, model, scripted)
+
+        described_engine: dict[str, Any] = {
+            "engine": engine_config.model_dump(mode="json"),
+            "model": model.model_dump(mode="json"),
+        }
+    else:
+        assert config.sglang is not None  # RunConfig checks it
+        sglang_config = config.sglang.load(SGLangEngineConfig, base_dir)
+
+        async def connect() -> Engine:
+            return await SGLangEngine.connect(sglang_config, encode=tokenizer.encode)
+
+        described_engine = {"sglang": sglang_config.model_dump(mode="json")}
     runtime = swe_backend(pool_config.backend)
     backend = runtime.backend.name
     if on_backend is not None:
@@ -115,8 +137,7 @@ async def run_swe_rollout(
     described: dict[str, Any] = {
         "run": config.model_dump(mode="json"),
         "policy": policy.model_dump(mode="json"),
-        "engine": engine_config.model_dump(mode="json"),
-        "model": model.model_dump(mode="json"),
+        **described_engine,
         "backend": backend,
     }
     recorder = RunRecorder(run_dir, described, origin_s=clock.now())
@@ -139,9 +160,12 @@ async def run_swe_rollout(
         return PooledEnv(factory, image, {"task_id": task.instance_id})
 
     def on_open(session_id: str, sample: SampleRef) -> None:
-        agent.register(session_id, tasks[sample.group.prompt_index], sample.sample_id)
+        if agent is not None:  # a remote model reads its task from the prompt
+            agent.register(session_id, tasks[sample.group.prompt_index], sample.sample_id)
 
+    engine: Engine | None = None
     try:
+        engine = await connect()
         async with EnvPool(runtime.backend, pool_config, clock=clock, bus=bus) as pool:
             sessions = PoolSessions(
                 pool,
@@ -170,9 +194,10 @@ async def run_swe_rollout(
                 trainer = SimulatedTrainer(config.trainer, on_batch=record)
                 digests = await trainer.run(conductor, config.steps)
                 elapsed_s = clock.now() - conductor.origin_s
-                busy_s = engine.counters.busy_s
+                busy_s = engine.counters.busy_s if isinstance(engine, SimEngine) else 0.0
     finally:
-        await engine.aclose()
+        if engine is not None:
+            await engine.aclose()
         recorder.close()
     summary = summarize_run(
         policy.name,

@@ -86,6 +86,11 @@ class ServingTokenModel:
         self._session_model: dict[str, TokenModel] = {}  # decided at the session's first turn
         self._owner: dict[str, TokenModel] = {}
 
+    @property
+    def agent(self) -> ScriptedSWEAgent:
+        """The scripted SWE agent (its `script(session_id)` is what a session was told to do)."""
+        return self._agent
+
     def plan(self, request: GenerateRequest) -> TurnPlan:
         model = self._model_for(request)
         self._owner[request.rid] = model

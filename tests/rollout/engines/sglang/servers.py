@@ -16,6 +16,7 @@ from aiohttp import web
 from harness.config import load_config
 from rollout.engines.sim.http_server import SimSGLangServer
 from rollout.jobs.serve_sim import ServeSimConfig, build_sim_server
+from rollout.sim.serving_model import ServingTokenModel
 from tests.paths import CONFIGS
 
 EXTERNAL_URL = os.environ.get("CONDUCTOR_SGLANG_URL", "").rstrip("/")
@@ -26,6 +27,7 @@ SERVE_SIM_CONFIG = CONFIGS / "serve_sim" / "default.yaml"
 class RunningServer:
     url: str
     server: SimSGLangServer | None  # None: an external SGLang server
+    token_model: ServingTokenModel | None = None
 
 
 @asynccontextmanager
@@ -38,10 +40,11 @@ async def sim_server(
         update={"overrides": (*config.engine.overrides, *engine_overrides)}
     )
     config = config.model_copy(update={"engine": engine_ref})
-    server = build_sim_server(config, SERVE_SIM_CONFIG.parent, server_args=server_args).server
+    parts = build_sim_server(config, SERVE_SIM_CONFIG.parent, server_args=server_args)
+    server = parts.server
     port = await server.start("127.0.0.1", 0)
     try:
-        yield RunningServer(f"http://127.0.0.1:{port}", server)
+        yield RunningServer(f"http://127.0.0.1:{port}", server, parts.token_model)
     finally:
         await server.stop()
         await server.engine.aclose()

@@ -1,0 +1,69 @@
+"""`conductor run` on the SGLang client over real HTTP: serve-sim plays the model, real Docker
+SWE sandboxes run the tools and grade, the simulated trainer publishes weights mid-run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import docker
+import pytest
+
+from harness.config import load_config
+from rollout.core.types import NO_VERSION
+from rollout.jobs.config import RunConfig
+from rollout.jobs.swe_run import run_swe_rollout
+from rollout.trajectories.tokenizer import ByteTokenizer
+from tests.paths import CONFIGS
+from tests.rollout.engines.sglang.servers import sim_server
+
+RUN_CONFIG = CONFIGS / "run" / "sglang.yaml"
+TASK = "swe-taskset__spans-remove-drops-right-part"
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+async def test_a_run_over_http_keeps_every_token_exact_through_weight_updates(
+    docker_client: docker.DockerClient, tmp_path: Path
+) -> None:
+    async with sim_server(["max_running_requests=8"]) as server:
+        config = load_config(
+            RunConfig,
+            RUN_CONFIG,
+            [
+                f'sglang.overrides=["endpoints=[{server.url}]", poll_interval_s=0.1]',
+                "steps=3",
+                "groups_per_step=1",
+                "group_size=4",
+                "async_factor=2",
+                f"task_ids=[{TASK}]",
+                "pool.overrides=[backend=docker, warm_per_image=2, max_live=8, act_slots=4]",
+                "trainer.train_time_s=0.5",
+                "seed=3",
+            ],
+        )
+        result = await run_swe_rollout(config, RUN_CONFIG.parent, tmp_path / "run")
+        assert server.token_model is not None
+        agent = server.token_model.agent
+        trajectories = [t for batch in result.batches for t in batch.trajectories]
+        assert len(trajectories) == 12 and all(t.infra_error is None for t in trajectories)
+        assert {t.reward for t in trajectories} == {0.0, 1.0}
+        tokenizer = ByteTokenizer()
+        end_of_turn = tokenizer.special_token_id("<|im_end|>")  # the chat template's stop token
+        for trajectory in trajectories:
+            for position, generated in enumerate(trajectory.loss_mask):
+                version = trajectory.versions[position]
+                logprob = trajectory.logprobs[position]
+                if generated:
+                    assert version >= 0 and logprob <= 0.0
+                else:
+                    assert version == NO_VERSION and logprob == 0.0
+            # The generated ids are the server's, token for token: each turn is the script's
+            # text for that turn and the end-of-turn token.
+            script = agent.script(f"{trajectory.sample_id}/r{trajectory.attempt}")
+            for index, turn in enumerate(trajectory.turns):
+                span = trajectory.token_ids[turn.gen_start : turn.gen_end]
+                assert span[-1] == end_of_turn
+                assert tokenizer.decode(span[:-1]) == script.actions[index]
+        versions = {v for t in trajectories for v in t.versions if v != NO_VERSION}
+        assert versions >= {0, 1}  # generations kept going across the weight updates
+        assert sum(t.num_interruptions for t in trajectories) > 0
