@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import typer
 from rich.table import Table
@@ -42,6 +43,57 @@ def bench_env(
         table.add_column(column)
     for row in summarize(result):
         table.add_row(*row)
+    console.print(table)
+
+
+@app.command("engine")
+def bench_engine(
+    sessions: str = typer.Option(
+        "1,64,256", help="concurrent sessions to measure, comma-separated"
+    ),
+    turns: int = typer.Option(8, help="turns per session (the prompt grows each turn)"),
+    prompt_tokens: int = typer.Option(2048, help="first prompt of each session (tokens)"),
+    cost: str = typer.Option(
+        "model", help="model: the engine paces on the cost model; zero: no compute (pure overhead)"
+    ),
+) -> None:
+    """Per-turn overhead of the SGLang HTTP client (to serve-sim) over the in-process engine."""
+    from rollout.engines.base import EngineError
+    from rollout.jobs.engine_bench import EngineBenchConfig, run_engine_bench
+
+    counts = tuple(int(part) for part in sessions.split(",") if part.strip())
+    config = EngineBenchConfig(
+        serve_sim_config=Path(__file__).parents[2] / "configs/serve_sim/default.yaml",
+        sessions=counts,
+        turns=turns,
+        prompt_tokens=prompt_tokens,
+        cost="zero" if cost == "zero" else "model",
+    )
+    try:
+        with console.status("benchmarking") as status:
+            rows = asyncio.run(run_engine_bench(config, progress=lambda line: status.update(line)))
+    except EngineError as exc:
+        fail(str(exc))
+    engine = "zero-cost" if cost == "zero" else "cost-model-paced (SIMULATED)"
+    table = Table(
+        title=f"per-turn latency, {engine} engine ({turns} turns/session, prompts from "
+        f"{prompt_tokens} tokens): HTTP client -> serve-sim vs in process"
+    )
+    columns = ("sessions", "turns", "in process p50/p99", "HTTP p50/p99", "added p50/p99",
+               "CPU/turn in process", "CPU/turn client + server", "HTTP by stats()")  # fmt: skip
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(
+            str(row.sessions),
+            str(row.turns),
+            f"{row.in_process_ms[0]:.2f} / {row.in_process_ms[1]:.2f} ms",
+            f"{row.http_ms[0]:.2f} / {row.http_ms[1]:.2f} ms",
+            f"{row.added_ms[0]:.2f} / {row.added_ms[1]:.2f} ms",
+            f"{row.in_process_cpu_ms:.2f} ms",
+            f"{row.client_cpu_ms:.2f} + {row.server_cpu_ms:.2f} ms",
+            str(row.stats_http_calls),
+        )
     console.print(table)
 
 

@@ -8,11 +8,11 @@ every answer, 4xx and 5xx included, back as an `HTTPReply` value.
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+import orjson
 
 from rollout.engines.base import EngineError
 
@@ -38,8 +38,8 @@ class HTTPReply:
     def json(self) -> Any:
         """The body as JSON (an `EngineError` that shows the body when it is not)."""
         try:
-            return json.loads(self.body)
-        except ValueError:
+            return orjson.loads(self.body)
+        except orjson.JSONDecodeError:
             raise EngineError(
                 f"{self.url} answered {self.status} with a body that is not JSON: "
                 f"{self.text()[:200]!r}"
@@ -51,8 +51,8 @@ class HTTPReply:
     def error_message(self) -> str:
         """SGLang's `{"error": {"message": ...}}` (or the raw body) for error reports."""
         try:
-            body = json.loads(self.body)
-        except ValueError:
+            body = orjson.loads(self.body)
+        except orjson.JSONDecodeError:
             return self.text()[:500]
         error = body.get("error") if isinstance(body, dict) else None
         if isinstance(error, dict):
@@ -72,7 +72,7 @@ class HTTPTransport:
     ) -> HTTPReply:
         """Send one request and read the whole answer within `timeout_s`."""
         session = self._open()
-        data = None if json_body is None else json.dumps(json_body, separators=(",", ":"))
+        data = None if json_body is None else orjson.dumps(json_body)
         headers = {"Content-Type": "application/json"} if data is not None else None
         timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=self._connect_timeout_s)
         try:

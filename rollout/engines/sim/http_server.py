@@ -18,13 +18,13 @@ It paces itself in wall-clock time on the cost model, as the in-process engine d
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import orjson
 from aiohttp import web
 
 from rollout.engines.base import (
@@ -169,10 +169,10 @@ class SimSGLangServer:
             version_name=self._version_name,
         )
         if not body.get("stream", False):
-            return web.json_response(reply)
+            return _json_response(reply)
         stream = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await stream.prepare(request)
-        await stream.write(b"data: " + json.dumps(reply).encode() + b"\n\n")
+        await stream.write(b"data: " + orjson.dumps(reply) + b"\n\n")
         await stream.write(b"data: [DONE]\n\n")
         await stream.write_eof()
         return stream
@@ -525,18 +525,22 @@ async def _json_body(request: web.Request) -> dict[str, Any]:
     if not request.can_read_body:
         return {}
     try:
-        body = await request.json()
-    except ValueError as exc:
+        body = orjson.loads(await request.read())
+    except orjson.JSONDecodeError as exc:
         raise web.HTTPBadRequest(
-            text=json.dumps({"error": {"message": f"the body is not JSON: {exc}"}}),
+            body=orjson.dumps({"error": {"message": f"the body is not JSON: {exc}"}}),
             content_type="application/json",
         ) from exc
     if not isinstance(body, dict):
         raise web.HTTPBadRequest(
-            text=json.dumps({"error": {"message": "the body must be a JSON object"}}),
+            body=orjson.dumps({"error": {"message": "the body must be a JSON object"}}),
             content_type="application/json",
         )
     return body
+
+
+def _json_response(body: Any, status: int = 200) -> web.Response:
+    return web.Response(body=orjson.dumps(body), status=status, content_type="application/json")
 
 
 def _error(status: int, message: str) -> web.Response:
