@@ -6,8 +6,9 @@ Both sides drive the same simulated engine (serve-sim's config, the same filler 
 `cost="zero"` every coefficient is 0, so a turn's latency is pure overhead: in process, the
 engine's own scheduling; over HTTP, that plus the client (JSON of the whole context, aiohttp),
 localhost TCP and the server (aiohttp, JSON back) in another process. Each session runs
-`turns` turns whose prompt grows by the last output and an observation, as an agent's does. Reported per concurrency:
-p50 and p99 of the per-turn latency on each side, and the difference (the added overhead).
+`turns` turns whose prompt grows by the last output and an observation, as an agent's does.
+Reported per concurrency: p50 and p99 of the per-turn latency on each side, and the difference
+(the added overhead).
 CPU per turn is reported too (this process, and the server process for HTTP): at many
 sessions on few cores, latency is mostly queueing behind other sessions' CPU work, and CPU per
 turn is what decides how many sessions a core can drive. `stats()` is also counted: the
