@@ -105,6 +105,12 @@ class RunConfig(FrozenConfig):
         default="You are a software engineer fixing an issue in a repository.",
         description="System message before each task's prompt.",
     )
+    tokenizer_path: str = Field(
+        default="",
+        description="Local directory of the served model's tokenizer and chat template "
+        "(transformers format; relative paths from the working dir); empty: the byte "
+        "tokenizer with ChatML that the simulated default and serve-sim use.",
+    )
     engine_backend: Literal["sim", "sglang"] = Field(
         default="sim",
         description="sim: the in-process simulated engine with scripted SWE agents (`model` "

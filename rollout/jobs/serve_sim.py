@@ -24,6 +24,7 @@ from rollout.jobs.config import ConfigRef
 from rollout.sim.config import ScriptedPolicyConfig
 from rollout.sim.scripted_agent import ScriptedSWEAgent
 from rollout.sim.serving_model import FillerTokenModel, ServingTokenModel
+from rollout.trajectories.hf_tokenizer import HFTokenizer
 from rollout.trajectories.tokenizer import ByteTokenizer, ChatTemplate, Tokenizer
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "TokenizerCodec",
     "build_sim_server",
     "serve_forever",
+    "served_tokenizer",
 ]
 
 
@@ -45,6 +47,11 @@ class ServeSimConfig(FrozenConfig):
     engine: ConfigRef = Field(description="Simulated engine (configs/engine/sim.yaml).")
     scripted: ScriptedPolicyConfig = Field(default_factory=ScriptedPolicyConfig)
     filler_seed: int = Field(default=0, description="Seed of the filler text for other prompts.")
+    tokenizer_path: str = Field(
+        default="",
+        description="Local directory of a tokenizer (transformers format) the served 'model' "
+        "uses; empty: the byte tokenizer (clients must tokenize the same way).",
+    )
 
 
 class TokenizerCodec:
@@ -95,14 +102,13 @@ def build_sim_server(
     engine_config = config.engine.load(SimEngineConfig, base_dir).model_copy(
         update={"flush_cache_on_weight_update": False}  # the weight-update request decides
     )
-    tokenizer = ByteTokenizer()
+    tokenizer, specials = served_tokenizer(config.tokenizer_path)
     agent = ScriptedSWEAgent(tokenizer, config.scripted)
     filler = FillerTokenModel(
         tokenizer, seed=config.filler_seed, min_logprob=config.scripted.min_logprob
     )
     token_model = ServingTokenModel(tokenizer, agent, load_shipped_tasks(), filler)
     engine = build_sim_engine(engine_config, model, token_model)
-    specials = frozenset(range(256, tokenizer.vocab_size))  # ByteTokenizer: bytes are 0..255
     identity = ServedIdentity(
         model_path=f"sim/{model.name}",
         served_model_name=config.served_model_name,
@@ -111,6 +117,15 @@ def build_sim_server(
     )
     server = SimSGLangServer(engine, TokenizerCodec(tokenizer, specials), identity)
     return SimServerParts(server, engine_config, token_model)
+
+
+def served_tokenizer(path: str) -> tuple[Tokenizer, frozenset[int]]:
+    """The tokenizer at `path` (or the byte tokenizer) and its special ids."""
+    if path:
+        tokenizer = HFTokenizer(path)
+        return tokenizer, tokenizer.special_ids
+    byte_tokenizer = ByteTokenizer()
+    return byte_tokenizer, frozenset(range(256, byte_tokenizer.vocab_size))  # bytes are 0..255
 
 
 async def serve_forever(

@@ -42,8 +42,10 @@ from rollout.sim.scripted_agent import ScriptedSWEAgent
 from rollout.sim.setup import engine_config_for
 from rollout.sim.trainer import SimulatedTrainer
 from rollout.trajectories.batch import Batch
+from rollout.trajectories.chat_format import ChatFormat
+from rollout.trajectories.hf_tokenizer import HFChatFormat, HFTokenizer
 from rollout.trajectories.sink import TrajectorySink
-from rollout.trajectories.tokenizer import ByteTokenizer
+from rollout.trajectories.tokenizer import ByteTokenizer, Tokenizer
 
 __all__ = ["SWERunResult", "run_swe_rollout", "select_tasks"]
 
@@ -102,7 +104,11 @@ async def run_swe_rollout(
     swe_config = config.swe.load(SWEEnvConfig, base_dir)
     tasks = select_tasks(config.task_ids)
     clock, bus = LoopClock(), EventBus()
-    tokenizer = ByteTokenizer()
+    tokenizer: Tokenizer = ByteTokenizer()
+    chat_format: Callable[[], ChatFormat] | None = None
+    if config.tokenizer_path:
+        hf_tokenizer = HFTokenizer(config.tokenizer_path)
+        tokenizer, chat_format = hf_tokenizer, HFChatFormat.factory(hf_tokenizer)
     agent: ScriptedSWEAgent | None = None
     connect: Callable[[], Awaitable[Engine]]
     if config.engine_backend == "sim":
@@ -176,6 +182,7 @@ async def run_swe_rollout(
                 tool_of=swe_tool_name,
                 tool_result_chars=config.agent_loop.tool_result_chars,
                 on_open=on_open,
+                chat_format=chat_format,
             )
             conductor = Conductor(
                 rollout=rollout,

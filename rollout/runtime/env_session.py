@@ -26,6 +26,7 @@ from harness.errors import SandboxError
 from harness.pool import EnvLease
 from rollout.core.types import Group
 from rollout.errors import RolloutError
+from rollout.trajectories.chat_format import ChatFormat
 from rollout.trajectories.tokenizer import ChatPromptBuilder, ChatTemplate, Tokenizer
 
 __all__ = [
@@ -135,6 +136,8 @@ class TextEnvSession:
         priorities: (high, low) act-slot priorities of the env pool.
         tool_of: names the tool a model text calls (for the KV hint), or None.
         tool_result_chars: characters of each observation kept in `ActOutcome.tool_result`.
+        chat_format: makes the session's `ChatFormat` (a model's own chat template); default:
+            ChatML with `template`.
     """
 
     def __init__(
@@ -149,6 +152,7 @@ class TextEnvSession:
         priorities: tuple[int, int] = (1, 0),
         tool_of: Callable[[str], str | None] | None = None,
         tool_result_chars: int = 2000,
+        chat_format: Callable[[], ChatFormat] | None = None,
     ) -> None:
         self._lease = lease
         self._tokenizer = tokenizer
@@ -159,6 +163,7 @@ class TextEnvSession:
         self._priorities = priorities
         self._tool_of = tool_of
         self._tool_result_chars = tool_result_chars
+        self._chat_format = chat_format
         self._chat: ChatPromptBuilder | None = None
 
     @property
@@ -182,7 +187,10 @@ class TextEnvSession:
         messages = [("user", observation)]
         if self._system_prompt:
             messages.insert(0, ("system", self._system_prompt))
-        self._chat = ChatPromptBuilder(self._tokenizer, self._template, messages)
+        chat_format = self._chat_format() if self._chat_format is not None else None
+        self._chat = ChatPromptBuilder(
+            self._tokenizer, self._template, messages, chat_format=chat_format
+        )
         return self._chat.open_turn()
 
     def peek_tool(self, generated_ids: Sequence[int]) -> str | None:

@@ -14,6 +14,7 @@ from typing import Any
 from harness.errors import SandboxError
 from harness.pool import EnvFactory, EnvPool
 from rollout.runtime.env_session import EnvSessionError, SampleRef, TextEnvSession
+from rollout.trajectories.chat_format import ChatFormat
 from rollout.trajectories.tokenizer import ChatTemplate, Tokenizer
 
 __all__ = ["PoolSessions", "PooledEnv"]
@@ -42,6 +43,7 @@ class PoolSessions:
         tool_of: names the tool a model text calls, for the tool_wait KV hint.
         on_open: called with (session_id, sample) when a session opens (e.g. to tell a
             scripted model which task the session works on).
+        chat_format: makes each session's `ChatFormat` (default: ChatML with `template`).
     """
 
     def __init__(
@@ -56,6 +58,7 @@ class PoolSessions:
         tool_of: Callable[[str], str | None] | None = None,
         tool_result_chars: int = 2000,
         on_open: Callable[[str, SampleRef], None] | None = None,
+        chat_format: Callable[[], ChatFormat] | None = None,
     ) -> None:
         self._pool = pool
         self._env_for = env_for
@@ -66,6 +69,7 @@ class PoolSessions:
         self._tool_of = tool_of
         self._tool_result_chars = tool_result_chars
         self._on_open = on_open
+        self._chat_format = chat_format
 
     async def open(self, sample: SampleRef) -> TextEnvSession:
         env = self._env_for(sample.group.prompt_index)
@@ -92,6 +96,7 @@ class PoolSessions:
             priorities=self._priorities,
             tool_of=self._tool_of,
             tool_result_chars=self._tool_result_chars,
+            chat_format=self._chat_format,
         )
 
     def prewarm(self, prompt_indices: Sequence[int]) -> None:

@@ -6,9 +6,11 @@ rebuilt: `ChatPromptBuilder` keeps one token list per sample and only ever appen
 template tokens of each message, the model's ids verbatim, then the tool observation. Every turn's
 prompt is therefore the previous turn's prompt plus exactly what followed it.
 
-The template is ChatML, as Qwen uses it: ``<|im_start|>role\\ncontent<|im_end|>\\n``.
-`ByteTokenizer` is a dependency-free deterministic tokenizer (UTF-8 bytes plus a few special ids)
-for the simulated default runs; a real tokenizer fits the same `Tokenizer` protocol.
+The template tokens come from a `ChatFormat` (`rollout.trajectories.chat_format`): ChatML by
+default, as Qwen uses it (``<|im_start|>role\\ncontent<|im_end|>\\n``), or a model's own chat
+template (`rollout.trajectories.hf_tokenizer`). `ByteTokenizer` is a dependency-free
+deterministic tokenizer (UTF-8 bytes plus a few special ids) for the simulated default runs; a
+real tokenizer (`HFTokenizer`) fits the same `Tokenizer` protocol.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Protocol, runtime_checkable
 
 from rollout.core.types import NO_VERSION
 from rollout.errors import TokenizerError
+from rollout.trajectories.chat_format import ChatFormat, ChatMLFormat, ChatTemplate
 
 __all__ = [
     "BYTE_SPECIAL_TOKENS",
@@ -135,17 +138,6 @@ class ByteTokenizer:
 
 
 @dataclass(frozen=True, slots=True)
-class ChatTemplate:
-    """A ChatML-style template: ``{start}{role}{separator}{content}{end}{separator}``."""
-
-    start_token: str = "<|im_start|>"
-    end_token: str = "<|im_end|>"
-    separator: str = "\n"
-    assistant_role: str = "assistant"
-    observation_role: str = "tool"
-
-
-@dataclass(frozen=True, slots=True)
 class Span:
     """A half-open range of token positions, `start:end`."""
 
@@ -178,18 +170,19 @@ class ChatPromptBuilder:
         tokenizer: Tokenizer,
         template: ChatTemplate | None = None,
         messages: Sequence[tuple[str, str]] = (),
+        *,
+        chat_format: ChatFormat | None = None,
     ) -> None:
+        """`chat_format` writes the template ids (default: ChatML with `template`)."""
         self._tokenizer = tokenizer
         self._template = template or ChatTemplate()
-        self._start_id = tokenizer.special_token_id(self._template.start_token)
-        self._end_id = tokenizer.special_token_id(self._template.end_token)
+        self._format = chat_format or ChatMLFormat(tokenizer, self._template)
         self._token_ids: list[int] = []
         self._loss_mask: list[int] = []
         self._logprobs: list[float] = []
         self._versions: list[int] = []
         self._turn_open = False
         self._turn_start = 0
-        self._needs_close = False
         self._prompt_tokens: int | None = None
         for role, content in messages:
             self.add_message(role, content)
@@ -226,7 +219,7 @@ class ChatPromptBuilder:
 
     def stop_token_ids(self) -> tuple[int, ...]:
         """Ids that end a model turn (for `SamplingParams.stop_token_ids`)."""
-        return (self._end_id, self._tokenizer.eos_token_id)
+        return self._format.stop_token_ids
 
     # -- appending -------------------------------------------------------------------------
 
@@ -235,12 +228,7 @@ class ChatPromptBuilder:
         if self._turn_open:
             raise TokenizerError("a model turn is open; call end_turn() before adding a message")
         start = len(self._token_ids)
-        self._close_previous_turn()
-        self._append_fixed(
-            [self._start_id, *self._tokenizer.encode(role + self._template.separator)]
-        )
-        self._append_fixed(self._tokenizer.encode(content))
-        self._append_fixed([self._end_id, *self._tokenizer.encode(self._template.separator)])
+        self._append_fixed(self._format.message(role, content))
         return Span(start, len(self._token_ids))
 
     def add_observation(self, content: str, role: str | None = None) -> Span:
@@ -251,9 +239,7 @@ class ChatPromptBuilder:
         """Append the assistant header and return the prompt to send to the engine."""
         if self._turn_open:
             raise TokenizerError("a model turn is already open; call end_turn() first")
-        self._close_previous_turn()
-        header = self._tokenizer.encode(self._template.assistant_role + self._template.separator)
-        self._append_fixed([self._start_id, *header])
+        self._append_fixed(self._format.generation_prompt())
         if self._prompt_tokens is None:
             self._prompt_tokens = len(self._token_ids)
         self._turn_open = True
@@ -296,25 +282,17 @@ class ChatPromptBuilder:
     def end_turn(self) -> Span:
         """Close the model turn; returns the span of its generated ids.
 
-        Appends nothing, so a final turn leaves no trailing template tokens; the closing
-        `end_token` (if the model did not produce it) and separator are added by the next
-        `add_message`/`add_observation`/`open_turn`.
+        Appends nothing, so a final turn leaves no trailing template tokens; the template's
+        closing ids (for ChatML the end token, if the model did not write it, and the
+        separator) come with the next `add_message`/`add_observation`/`open_turn`.
         """
         if not self._turn_open:
             raise TokenizerError("no model turn is open; nothing to end")
         self._turn_open = False
-        self._needs_close = True
+        self._format.model_turn(self._token_ids[self._turn_start :])
         return Span(self._turn_start, len(self._token_ids))
 
     # -- internals -------------------------------------------------------------------------
-
-    def _close_previous_turn(self) -> None:
-        if not self._needs_close:
-            return
-        self._needs_close = False
-        generated = self._token_ids[self._turn_start :]
-        closing: list[int] = [] if generated and generated[-1] == self._end_id else [self._end_id]
-        self._append_fixed([*closing, *self._tokenizer.encode(self._template.separator)])
 
     def _append_fixed(self, ids: Sequence[int]) -> None:
         self._token_ids.extend(ids)

@@ -12,9 +12,11 @@ from harness.config import load_config
 from rollout.core.types import NO_VERSION
 from rollout.jobs.config import RunConfig
 from rollout.jobs.swe_run import run_swe_rollout
+from rollout.trajectories.hf_tokenizer import HFTokenizer
 from rollout.trajectories.tokenizer import ByteTokenizer
 from tests.paths import CONFIGS
 from tests.rollout.engines.sglang.servers import sim_server
+from tests.rollout.trajectories.local_tokenizer import save_local_tokenizer
 
 RUN_CONFIG = CONFIGS / "run" / "sglang.yaml"
 TASK = "swe-taskset__spans-remove-drops-right-part"
@@ -67,3 +69,45 @@ async def test_a_run_over_http_keeps_every_token_exact_through_weight_updates(
         versions = {v for t in trajectories for v in t.versions if v != NO_VERSION}
         assert versions >= {0, 1}  # generations kept going across the weight updates
         assert sum(t.num_interruptions for t in trajectories) > 0
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+async def test_a_run_with_a_models_own_tokenizer_and_chat_template_is_exact(
+    docker_client: docker.DockerClient, tmp_path: Path
+) -> None:
+    tokenizer_dir = save_local_tokenizer(tmp_path / "tokenizer")
+    tokenizer = HFTokenizer(tokenizer_dir)
+    async with sim_server(
+        ["max_running_requests=8"], serve_overrides=[f"tokenizer_path={tokenizer_dir}"]
+    ) as server:
+        config = load_config(
+            RunConfig,
+            RUN_CONFIG,
+            [
+                f'sglang.overrides=["endpoints=[{server.url}]", poll_interval_s=0.1]',
+                f"tokenizer_path={tokenizer_dir}",
+                "steps=1",
+                "groups_per_step=1",
+                "group_size=2",
+                "async_factor=1",
+                f"task_ids=[{TASK}]",
+                "pool.overrides=[backend=docker, warm_per_image=2, max_live=4, act_slots=2]",
+                "trainer.train_time_s=0.1",
+                "seed=5",
+            ],
+        )
+        result = await run_swe_rollout(config, RUN_CONFIG.parent, tmp_path / "run")
+        assert server.token_model is not None
+        agent = server.token_model.agent
+    end_of_turn = tokenizer.special_token_id("<|im_end|>")
+    trajectories = [t for batch in result.batches for t in batch.trajectories]
+    assert len(trajectories) == 2 and all(t.infra_error is None for t in trajectories)
+    for trajectory in trajectories:
+        script = agent.script(f"{trajectory.sample_id}/r{trajectory.attempt}")
+        rendered = tokenizer.decode(trajectory.token_ids)
+        assert rendered.startswith("<|im_start|>system\n") and "<|im_start|>tool\n" in rendered
+        for index, turn in enumerate(trajectory.turns):
+            span = trajectory.token_ids[turn.gen_start : turn.gen_end]
+            assert span[-1] == end_of_turn
+            assert tokenizer.decode(span[:-1]) == script.actions[index]

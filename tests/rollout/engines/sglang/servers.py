@@ -32,10 +32,12 @@ class RunningServer:
 
 @asynccontextmanager
 async def sim_server(
-    engine_overrides: Sequence[str] = (), server_args: dict[str, Any] | None = None
+    engine_overrides: Sequence[str] = (),
+    server_args: dict[str, Any] | None = None,
+    serve_overrides: Sequence[str] = (),
 ) -> AsyncIterator[RunningServer]:
     """`conductor serve-sim` on a free local port, on the running loop."""
-    config = load_config(ServeSimConfig, SERVE_SIM_CONFIG, ["port=0"])
+    config = load_config(ServeSimConfig, SERVE_SIM_CONFIG, ["port=0", *serve_overrides])
     engine_ref = config.engine.model_copy(
         update={"overrides": (*config.engine.overrides, *engine_overrides)}
     )
