@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 TORCH_SPEC ?= torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: help venv run test test-fast lint typecheck bench images reap clean sglang-wheel
+.PHONY: help venv venv-sglang run test test-fast test-sglang lint typecheck bench images reap clean sglang-wheel
 
 help:
 	@echo "make run        set up, build what is needed, run the main job on the embedded default"
@@ -17,6 +17,7 @@ help:
 	@echo "make bench      side-by-side benchmarks (env pool, KV cache)"
 	@echo "make reap       remove leftover containers of this project"
 	@echo "make sglang-wheel  cache SGLang's wheel (its HTTP test kits run against serve-sim)"
+	@echo "make test-sglang   the agentkv plugin's tests on real SGLang classes (.venv-sglang)"
 
 # SGLang's own HTTP test kits come from its wheel (read, not installed): tests that find no
 # wheel skip locally and fail in CI.
@@ -53,6 +54,35 @@ bench: $(STAMP)
 
 images: $(STAMP)
 	$(BIN)/conductor images build
+
+# A second venv with SGLang's real classes (no GPU needed to import and run the radix cache):
+# the CUDA build of torch runs on CPU; SGLang installs without its GPU-only dependencies, plus
+# the packages its cache, scheduler and server modules import (pins from the wheel's METADATA;
+# shared/reference/sglang-cpu.md). About 7 GB and 4-5 minutes; cached by its stamp.
+SGLANG_VENV ?= .venv-sglang
+SGLANG_BIN := $(SGLANG_VENV)/bin
+SGLANG_STAMP := $(SGLANG_VENV)/.installed-$(SGLANG_VERSION)
+SGLANG_TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
+SGLANG_RUNTIME_DEPS := numpy orjson psutil pybase64 requests packaging pillow starlette msgspec \
+	pydantic pyzmq tqdm IPython aiohttp transformers==5.19.0 tokenizers==0.23.2 dill \
+	apache-tvm-ffi==0.1.11 sentencepiece==0.2.1 compressed-tensors==0.18.0 gguf openai==2.8.0 \
+	partial_json_parser setproctitle einops "uvicorn>=0.51" fastapi uvloop jsonschema \
+	xgrammar==0.2.7 soundfile==0.13.1 python-multipart
+
+$(SGLANG_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(SGLANG_VENV)
+	$(SGLANG_BIN)/pip install -q --upgrade pip
+	$(SGLANG_BIN)/pip install -q $(SGLANG_TORCH_SPEC)
+	$(SGLANG_BIN)/pip install -q --no-deps "sglang==$(SGLANG_VERSION)"
+	$(SGLANG_BIN)/pip install -q $(SGLANG_RUNTIME_DEPS)
+	$(SGLANG_BIN)/pip install -q --no-deps -e .
+	$(SGLANG_BIN)/pip install -q pyyaml "pytest>=8" "hypothesis>=6.100" "pytest-timeout>=2.3"
+	touch $(SGLANG_STAMP)
+
+venv-sglang: $(SGLANG_STAMP)
+
+test-sglang: $(SGLANG_STAMP)
+	$(SGLANG_BIN)/python -m pytest -q -m sglang -p no:cacheprovider tests/kvcache/sglang_plugin $(PYTEST_ARGS)
 
 $(SGLANG_WHEEL_STAMP): $(STAMP)
 	mkdir -p $(SGLANG_WHEEL_DIR)

@@ -9,7 +9,7 @@ import typer
 from rollout.cli import bench, envs, images
 from rollout.cli.report import report
 from rollout.cli.run import run
-from rollout.cli.serve import serve_sim
+from rollout.cli.serve import serve_sglang, serve_sim
 from rollout.cli.simulate import simulate
 
 __all__ = ["app", "main"]
@@ -28,6 +28,7 @@ app.command("run")(run)
 app.command("report")(report)
 app.command("simulate")(simulate)
 app.command("serve-sim")(serve_sim)
+app.command("serve-sglang")(serve_sglang)
 app.add_typer(images.app, name="images")
 app.add_typer(envs.app, name="envs")
 app.add_typer(bench.app, name="bench")

@@ -1,9 +1,16 @@
-"""`conductor serve-sim [CONFIG] [key=value ...]`: the simulated engine behind SGLang's HTTP API."""
+"""`conductor serve-sim` and `conductor serve-sglang`: SGLang's HTTP API, simulated or real.
+
+`serve-sim [CONFIG] [key=value ...]` serves the simulated engine; `serve-sglang -- <args>`
+starts a real SGLang server with the flags the rollout needs.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import typer
@@ -13,7 +20,7 @@ from harness.errors import HarnessError
 from rollout.cli.console import config_and_overrides, console, fail
 from rollout.jobs.serve_sim import ServeSimConfig, serve_forever
 
-__all__ = ["serve_sim"]
+__all__ = ["serve_sglang", "serve_sim"]
 
 DEFAULT_SERVE_SIM_CONFIG = Path(__file__).parents[2] / "configs/serve_sim/default.yaml"
 
@@ -46,3 +53,64 @@ def serve_sim(
             asyncio.run(serve_forever(settings, config.parent, on_ready=ready))
         except OSError as exc:
             fail(f"cannot listen on {settings.host}:{settings.port} ({exc}); pick another port=")
+
+
+def serve_sglang(
+    sglang_args: list[str] = typer.Argument(
+        None, help="SGLang's own arguments, after `--` (e.g. -- --model-path /models/qwen3-8b)"
+    ),
+    python: str = typer.Option(
+        sys.executable, help="the Python whose environment has SGLang (on the GPU machine)"
+    ),
+    kv_backend: str = typer.Option(
+        "auto",
+        help="agentkv: the rollout's KV policy as SGLang's radix cache (needs the plugin); "
+        "default: SGLang's own; auto: agentkv when its plugin is installed",
+    ),
+    host_tier: bool = typer.Option(
+        True, help="HiCache write-through to host memory (low-priority KV waits there)"
+    ),
+    dry_run: bool = typer.Option(False, help="print the command and exit"),
+) -> None:
+    """Start an SGLang server with the flags the rollout needs (and refuse ones that defeat it).
+
+    Adds priority scheduling with preemption at threshold 0, /metrics, page size 64, HiCache
+    write-through, and the agentkv radix-cache backend where installed. See docs/sglang.md.
+    """
+    from rollout.jobs.serve_sglang import (
+        AGENTKV_ENTRY_POINT,
+        ServeSGLangError,
+        installed_sglang,
+        launch_plan,
+    )
+
+    try:
+        version, plugins = installed_sglang(python)
+        if version is None and not dry_run:
+            fail(f"{python} has no SGLang; install it there (docs/sglang.md) or pass --python")
+        backend = kv_backend
+        if kv_backend == "auto":
+            backend = "agentkv" if AGENTKV_ENTRY_POINT in plugins else "default"
+            if backend == "default":
+                console.print(
+                    "[yellow]note:[/] the agentkv plugin is not installed in "
+                    f"{python}; SGLang's own radix cache serves (the rollout's priorities "
+                    "and preemption still apply)"
+                )
+        elif kv_backend == "agentkv" and AGENTKV_ENTRY_POINT not in plugins:
+            fail(f"no `{AGENTKV_ENTRY_POINT}` entry point in {python}'s sglang.srt.plugins")
+        elif kv_backend not in ("agentkv", "default"):
+            fail(f"--kv-backend must be auto, agentkv or default, got {kv_backend!r}")
+        plan = launch_plan(
+            sglang_args or [],
+            python=python,
+            kv_backend=backend,  # type: ignore[arg-type]
+            host_tier=host_tier,
+        )
+    except ServeSGLangError as exc:
+        fail(str(exc))
+    console.print(f"SGLang {version or '(not installed)'}: {plan.shell()}", soft_wrap=True)
+    if dry_run:
+        return
+    completed = subprocess.run(plan.argv, env={**os.environ, **plan.env}, check=False)
+    raise typer.Exit(completed.returncode)
