@@ -75,8 +75,8 @@ $(SGLANG_STAMP): pyproject.toml
 	$(SGLANG_BIN)/pip install -q $(SGLANG_TORCH_SPEC)
 	$(SGLANG_BIN)/pip install -q --no-deps "sglang==$(SGLANG_VERSION)"
 	$(SGLANG_BIN)/pip install -q $(SGLANG_RUNTIME_DEPS)
-	$(SGLANG_BIN)/pip install -q --no-deps -e .
-	$(SGLANG_BIN)/pip install -q pyyaml "pytest>=8" "hypothesis>=6.100" "pytest-timeout>=2.3"
+	$(SGLANG_BIN)/pip install -q -e .  # the project and its own dependencies (torch is there)
+	$(SGLANG_BIN)/pip install -q "pytest>=8" "pytest-asyncio>=0.23" "hypothesis>=6.100" "pytest-timeout>=2.3"
 	touch $(SGLANG_STAMP)
 
 venv-sglang: $(SGLANG_STAMP)

@@ -70,6 +70,9 @@ def serve_sglang(
     host_tier: bool = typer.Option(
         True, help="HiCache write-through to host memory (low-priority KV waits there)"
     ),
+    agentkv_config: Path | None = typer.Option(
+        None, help="agentkv plugin settings (configs/kvcache/sglang_plugin.yaml)"
+    ),
     dry_run: bool = typer.Option(False, help="print the command and exit"),
 ) -> None:
     """Start an SGLang server with the flags the rollout needs (and refuse ones that defeat it).
@@ -106,6 +109,7 @@ def serve_sglang(
             python=python,
             kv_backend=backend,  # type: ignore[arg-type]
             host_tier=host_tier,
+            agentkv_config=str(agentkv_config.resolve()) if agentkv_config else None,
         )
     except ServeSGLangError as exc:
         fail(str(exc))

@@ -13,8 +13,8 @@ environment, adding what the rollout relies on and refusing what would silently 
   (`--enable-hierarchical-cache --hicache-write-policy write_through`) so low-priority KV can
   wait for its session on host memory;
 * with `kv_backend="agentkv"`, the `agentkv` radix-cache backend of `kvcache.sglang_plugin`
-  (`--radix-cache-backend agentkv`, `SGLANG_PLUGINS=agentkv`, the Python tree core its policy
-  needs). The launcher checks that the target Python has that plugin's entry point.
+  (`--radix-cache-backend agentkv`, `SGLANG_PLUGINS=agentkv`, its config file through
+  `AGENTKV_CONFIG`). The launcher checks that the target Python has that plugin's entry point.
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ def launch_plan(
     python: str,
     kv_backend: KVBackend,
     host_tier: bool,
+    agentkv_config: str | None = None,
 ) -> LaunchPlan:
     """`python -m sglang.launch_server` with `sglang_args` and the rollout's flags."""
     args = list(sglang_args)
@@ -110,10 +111,9 @@ def launch_plan(
     env: dict[str, str] = {}
     if kv_backend == "agentkv":
         add("--radix-cache-backend", AGENTKV_ENTRY_POINT)
-        env = {
-            "SGLANG_PLUGINS": AGENTKV_ENTRY_POINT,
-            "SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND": "python",  # custom policies need it
-        }
+        env = {"SGLANG_PLUGINS": AGENTKV_ENTRY_POINT}
+        if agentkv_config:
+            env["AGENTKV_CONFIG"] = agentkv_config  # read in the scheduler process
     argv = (python, "-m", "sglang.launch_server", *args, *added)
     return LaunchPlan(argv, env, tuple(added))
 

@@ -42,12 +42,11 @@ def test_flags_the_user_gave_are_not_repeated() -> None:
 
 
 def test_the_agentkv_backend_sets_its_flag_and_environment() -> None:
-    launch = plan(kv_backend="agentkv")
+    launch = launch_plan(
+        MODEL, python="py", kv_backend="agentkv", host_tier=True, agentkv_config="/c.yaml"
+    )
     assert launch.added_flags[-2:] == ("--radix-cache-backend", "agentkv")
-    assert launch.env == {
-        "SGLANG_PLUGINS": "agentkv",
-        "SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND": "python",
-    }
+    assert launch.env == {"SGLANG_PLUGINS": "agentkv", "AGENTKV_CONFIG": "/c.yaml"}
 
 
 @pytest.mark.parametrize(
@@ -71,9 +70,9 @@ def test_a_model_is_required() -> None:
         launch_plan([], python="py", kv_backend="default", host_tier=True)
 
 
-def test_the_probe_reports_no_sglang_in_an_environment_without_it() -> None:
+def test_the_probe_reports_no_sglang_and_this_projects_plugin_in_the_main_venv() -> None:
     version, plugins = installed_sglang(sys.executable)
-    assert version is None and "agentkv" not in plugins
+    assert version is None and "agentkv" in plugins  # declared by this project's entry points
 
 
 SGLANG_PYTHON = REPO_ROOT / ".venv-sglang" / "bin" / "python"
