@@ -3,5 +3,8 @@
 * `config`: `SimulateConfig` and `RunConfig`, the two top-level config files.
 * `policies`: the rollout policies and baselines as presets of the conductor's flags.
 * `simulation`: one simulated run of one policy (`conductor simulate`).
-* `swe_run`: scripted SWE agents on real sandboxes (`conductor run`).
+* `swe_run`: SWE rollouts on real sandboxes (`conductor run`).
+* `serve_sim`, `serve_sglang`: SGLang's HTTP API, simulated or a real server's launch.
+* `engine_bench`: the SGLang client's overhead against the in-process engine.
+* `summary`: the headline numbers of a finished job's conductor.
 """

@@ -30,7 +30,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from harness.config import load_config
 from rollout.engines.base import Engine, GenerateRequest, SamplingParams
@@ -128,20 +128,12 @@ async def _over_http(
 ) -> tuple[list[float], float, int]:
     client_config = SGLangEngineConfig(endpoints=(url,), poll_interval_s=0.5)
     engine = await SGLangEngine.connect(client_config)
-    calls = 0
-    original = engine._transport.request
-
-    async def counting(*args: Any, **kwargs: Any) -> Any:
-        nonlocal calls
-        calls += 1
-        return await original(*args, **kwargs)
-
     try:
         latencies, cpu_s = await _drive(engine, config, sessions)
-        engine._transport.request = counting  # type: ignore[method-assign]
+        before = engine.transport.calls
         for _ in range(10_000):
             engine.stats()
-        return latencies, cpu_s, calls
+        return latencies, cpu_s, engine.transport.calls - before
     finally:
         await engine.aclose()
 

@@ -23,8 +23,9 @@ from rollout.core.config import RolloutConfig
 from rollout.core.predictors import build_predictor
 from rollout.engines.sim import ServedModelConfig, SimEngineConfig
 from rollout.jobs.config import SimulateConfig, shape_rollout
+from rollout.jobs.summary import summarize_conductor_run
 from rollout.observe.recorder import RunRecorder
-from rollout.observe.run_summary import RunSummary, summarize_run
+from rollout.observe.run_summary import RunSummary
 from rollout.runtime.conductor import Conductor
 from rollout.runtime.config import AgentLoopConfig, PolicyConfig
 from rollout.sim.setup import SimStack, build_sim_stack
@@ -151,15 +152,8 @@ async def simulate_policy(
             recorder.close()
         if pause_collector:
             gc.collect()  # this run's cycles, before anything else runs
-    summary = summarize_run(
-        policy.name,
-        digests,
-        origin_s=conductor.origin_s,
-        elapsed_s=elapsed_s,
-        busy_s=busy_s,
-        engines=1,
-        counters=conductor.engine_counters,
-        dispatch=conductor.stats.dispatch,
+    summary = summarize_conductor_run(
+        policy.name, digests, conductor, elapsed_s=elapsed_s, busy_s=busy_s
     )
     return PolicyRun(summary, run_dir, stack.kv_backend)
 

@@ -33,8 +33,9 @@ from rollout.engines.sim import ServedModelConfig, SimEngine, SimEngineConfig, b
 from rollout.errors import RolloutError
 from rollout.jobs.config import RunConfig, shape_rollout
 from rollout.jobs.policies import resolve_policy
+from rollout.jobs.summary import summarize_conductor_run
 from rollout.observe.recorder import RunRecorder
-from rollout.observe.run_summary import RunSummary, summarize_run
+from rollout.observe.run_summary import RunSummary
 from rollout.runtime.conductor import Conductor
 from rollout.runtime.env_session import SampleRef
 from rollout.runtime.pool_sessions import PooledEnv, PoolSessions
@@ -206,15 +207,8 @@ async def run_swe_rollout(
         if engine is not None:
             await engine.aclose()
         recorder.close()
-    summary = summarize_run(
-        policy.name,
-        digests,
-        origin_s=conductor.origin_s,
-        elapsed_s=elapsed_s,
-        busy_s=busy_s,
-        engines=1,
-        counters=conductor.engine_counters,
-        dispatch=conductor.stats.dispatch,
+    summary = summarize_conductor_run(
+        policy.name, digests, conductor, elapsed_s=elapsed_s, busy_s=busy_s
     )
     return SWERunResult(tuple(batches), summary, run_dir, backend, elapsed_s)
 

@@ -137,6 +137,11 @@ class SGLangEngine:
         self._aborting_pause = False  # an abort-mode pause holds: nothing new may start
         self._closed = False
 
+    @property
+    def transport(self) -> HTTPTransport:
+        """The HTTP layer (its `calls` count every request made)."""
+        return self._transport
+
     @classmethod
     async def connect(
         cls,
@@ -371,9 +376,7 @@ class SGLangEngine:
     ) -> GenerateResult:
         delays = backoff_delays(self._config)
         for attempt in range(1, self._config.max_attempts + 1):
-            body = generate_body(request, wire_rid=call.wire_rid)
-            if hints:
-                body["kv_hints"] = kv_hints_envelope(hints, message_id=call.wire_rid)
+            body = generate_body(request, wire_rid=call.wire_rid, hints=hints)
             url = self._url(call.endpoint) + "/generate"
             try:
                 reply = await self._transport.request(

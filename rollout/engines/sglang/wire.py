@@ -61,9 +61,11 @@ class EngineProtocolError(EngineError):
 # -- /generate ---------------------------------------------------------------------------------
 
 
-def generate_body(request: GenerateRequest, *, wire_rid: str) -> dict[str, Any]:
+def generate_body(
+    request: GenerateRequest, *, wire_rid: str, hints: Sequence[KVHint] | None = None
+) -> dict[str, Any]:
     """The /generate JSON body of `request`, sent under `wire_rid` (unique, never a prefix of
-    another rid: SGLang matches aborts by prefix)."""
+    another rid: SGLang matches aborts by prefix), carrying `hints` (default: the request's)."""
     sampling = request.sampling
     body: dict[str, Any] = {
         "rid": wire_rid,
@@ -82,8 +84,9 @@ def generate_body(request: GenerateRequest, *, wire_rid: str) -> dict[str, Any]:
     }
     if request.session_id:
         body["session_id"] = request.session_id
-    if request.kv_hints:
-        body["kv_hints"] = kv_hints_envelope(request.kv_hints, message_id=wire_rid)
+    hints = request.kv_hints if hints is None else hints
+    if hints:
+        body["kv_hints"] = kv_hints_envelope(hints, message_id=wire_rid)
     return body
 
 
