@@ -40,7 +40,7 @@ Progress = Callable[[str], None]
 
 
 class TaskImageConfig(FrozenConfig):
-    """Where task images come from (`configs/swe/images.yaml`)."""
+    """Where task images come from (`conductor images build` and `bench swe` use the defaults)."""
 
     source: Literal["local", "swebench"] = Field(
         "local",
