@@ -189,9 +189,9 @@ class SGLangEngine:
         self._check_started()
         if request.rid in self._calls:
             raise EngineError(f"rid {request.rid!r} is already in flight; rids must be unique")
-        hints = (*self._pending_hints.pop(request.session_id, ()), *request.kv_hints)
         if self._aborting_pause:
-            return _aborted(request)
+            return _aborted(request)  # as SGLang aborts what arrives during an abort pause
+        hints = (*self._pending_hints.pop(request.session_id, ()), *request.kv_hints)
         endpoint = self._route(request.session_id)
         call = _Call(endpoint, request.rid)
         self._calls[request.rid] = call
