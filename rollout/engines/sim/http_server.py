@@ -159,11 +159,12 @@ class SimSGLangServer:
             result = await self._engine.generate(generate)
         except EngineError as exc:
             return _error(500, str(exc))
+        params = body.get("sampling_params") or {}
         reply = generate_reply(
             result,
             text=self._codec.decode(
                 result.output_ids,
-                skip_special_tokens=bool(body["sampling_params"].get("skip_special_tokens", True)),
+                skip_special_tokens=bool(params.get("skip_special_tokens", True)),
             ),
             return_logprob=bool(body.get("return_logprob", False)),
             version_name=self._version_name,
@@ -181,7 +182,6 @@ class SimSGLangServer:
         params = body.get("sampling_params") or {}
         if not isinstance(params, dict):
             raise _BadRequest("sampling_params must be an object")
-        body["sampling_params"] = params  # type: ignore[index]
         ids = body.get("input_ids")
         text = body.get("text")
         if (ids is None) == (text is None):
