@@ -1,9 +1,10 @@
 """`conductor run [CONFIG] [key=value ...]`: the embedded default, end to end on one machine.
 
 Scripted SWE agents play the model inside the simulated engine, which paces itself in wall-clock
-time; the shipped SWE tasks run in real sandboxes (Docker when a daemon answers, else the local
-sandbox) through the env pool; the conductor schedules; the simulated trainer consumes a few
-batches and publishes weights. Leaves `runs/<timestamp>/` with trajectories, step events,
+time (or, with `engine_backend: sglang`, SGLang servers serve the model over HTTP); the shipped
+SWE tasks run in real sandboxes (Docker when a daemon answers, else the local sandbox) through
+the env pool; the conductor schedules; the simulated trainer consumes a few batches and
+publishes weights. Leaves `runs/<timestamp>/` with trajectories, step events,
 steps, engine time series, metrics and the report.
 """
 
@@ -39,7 +40,8 @@ def run(
     out: Path | None = typer.Option(None, help="parent of the run directory (default: out_dir)"),
     report: bool = typer.Option(True, help="write metrics.json and report.md in the run dir"),
 ) -> None:
-    """Scripted SWE agents on the simulated engine, real sandboxes, a few training steps."""
+    """SWE rollouts in real sandboxes for a few training steps: scripted agents on the simulated
+    engine (default), or SGLang servers over HTTP (configs/run/sglang.yaml)."""
     config, extra = config_and_overrides(config, overrides, DEFAULT_RUN_CONFIG)
     try:
         settings = load_config(RunConfig, config, extra)
