@@ -1,4 +1,7 @@
-"""The `agentkv` radix-cache backend for SGLang: the rollout's session pins inside the server.
+"""The `agentkv` radix-cache backend for SGLang: the rollout's session KV policy in the server.
+
+High-priority sessions' KV is pinned on the device between turns; low-priority sessions' KV is
+demoted to host as soon as its write-through is acknowledged (with HiCache).
 
 `register` is the `sglang.srt.plugins` entry point (`agentkv = "kvcache.sglang_plugin:register"`
 in pyproject.toml): SGLang's `load_plugins()` calls it in every process it starts when

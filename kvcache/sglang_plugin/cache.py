@@ -1,17 +1,28 @@
 """`AgentKVCache`: SGLang's `UnifiedRadixCache` with the rollout's session pins.
 
-It changes nothing of SGLang's tree, eviction or HiCache; it adds one thing at the end of each
-request: the session's pin (`kvcache.sglang_plugin.pins`), a real `TreeLock` on the node that
-ends its cached context. So high-priority KV waits on the device through its tool call and is
-counted as protected by SGLang's admission (`evictable_size()` stays exactly what can be
-evicted), while low-priority KV stays ordinary cache that goes first under pressure (to host,
-with HiCache). Session and priority come from the request (`session_id`, `priority`); `close`
-and `set_priority` hints from its `kv_hints` envelope.
+It changes nothing of SGLang's tree, eviction or HiCache; it adds two things at the end of each
+request of a session:
+
+* a **high**-priority session is pinned (`kvcache.sglang_plugin.pins`): a real `TreeLock` on
+  the node that ends its cached context, so its KV waits on the device through the tool call
+  and SGLang's admission counts it as protected (`evictable_size()` stays exactly what can be
+  evicted);
+* a **low**-priority session's exclusive KV is offloaded at once: with HiCache
+  (`--enable-hierarchical-cache`), as soon as the write-through of its new node is acknowledged,
+  its chain of nodes that no other branch shares is demoted to host, leaf first, so the device
+  memory serves other sessions while its tool runs and the next turn loads it back. A node is
+  demoted only when it is backed up, unlocked (probed with a lock that is released at once: the
+  lock's delta is non-zero exactly when the node was unlocked), and a leaf once its demoted
+  child is counted out; a shared prefix stays.
+
+Session and priority come from the request (`session_id`, `priority`); `close` and
+`set_priority` hints from its `kv_hints` envelope.
 """
 
 from __future__ import annotations
 
 import time
+from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,6 +44,8 @@ class AgentKVCache(UnifiedRadixCache):
     def __init__(self, params: Any) -> None:
         super().__init__(params)
         self._locks: dict[str, Any] = {}  # session -> TreeLock of its pin
+        self._to_offload: set[int] = set()  # low sessions' newest nodes, until backed up
+        self.offloaded_tokens = 0  # demoted to host by the low-priority offload, cumulative
         self.configure(AgentKVConfig())
 
     def configure(self, config: AgentKVConfig) -> None:
@@ -63,15 +76,22 @@ class AgentKVCache(UnifiedRadixCache):
             elif hint.kind is HintKind.SET_PRIORITY:
                 actions += self.pins.set_priority(hint.session_id, hint.priority)
         node = getattr(req, "last_node", None)
+        self._apply(actions)
         if session and checkpointed and not closed and node is not None:
             priority = req.priority if isinstance(req.priority, int) else 0
-            tokens = int(req.kv.cache_protected_len)
-            actions += self.pins.turn_ended(session, priority, node, tokens, time.monotonic())
-        self._apply(actions)
+            self.session_turn_ended(session, priority, node, int(req.kv.cache_protected_len))
 
     def session_turn_ended(self, session_id: str, priority: int, node: int, tokens: int) -> None:
-        """Pin decisions for a turn cached up to `node` (what `on_release` does per request)."""
+        """A session's turn was cached up to `node`: pin it (high) or offload it (low)."""
         self._apply(self.pins.turn_ended(session_id, priority, node, tokens, time.monotonic()))
+        if not self.pins.is_high(priority) and self.cache_controller is not None:
+            self._to_offload.add(node)
+            self._offload_backed_up()
+
+    def _finish_write_through_ack(self, ack_id: int) -> None:
+        super()._finish_write_through_ack(ack_id)
+        if self._to_offload:
+            self._offload_backed_up()
 
     def close_session(self, session_id: str) -> None:
         self._apply(self.pins.close(session_id))
@@ -84,8 +104,43 @@ class AgentKVCache(UnifiedRadixCache):
         # reset before ours has run: nothing is pinned yet then.)
         if hasattr(self, "_locks"):
             self._locks.clear()
+            self._to_offload.clear()
             self.configure(self.agentkv_config)
         super().reset()
+
+    def _offload_backed_up(self) -> None:
+        """Demote the exclusive chain of every waiting node whose write-through is done."""
+        writing = {node for pending in self.ongoing_write_through.values() for node in pending[2]}
+        for leaf in list(self._to_offload):
+            if leaf in writing:
+                continue  # its copy to host is still in flight: its ack brings us back
+            self._to_offload.discard(leaf)
+            self._demote_exclusive_chain(leaf)
+
+    def _demote_exclusive_chain(self, leaf: int) -> None:
+        try:
+            (path,) = self.tree_core.collect_path_info([leaf])
+        except KeyError:
+            return  # evicted or flushed meanwhile
+        tracker: defaultdict[Any, int] = defaultdict(int)
+        children_left = 0  # device children of the node being looked at
+        for info in reversed(path):  # leaf first
+            if info.num_children - children_left != 0:
+                break  # another branch hangs here: a shared prefix stays on the device
+            if info.full_value_len is None or not self.is_backuped(info.node_id):
+                break  # not on the device, or no host copy to keep
+            if not self._unlocked(info.node_id):
+                break  # a running request, a pin or a transfer holds it
+            self._demote(info.node_id, tracker)
+            self.offloaded_tokens += info.path_end - info.path_start
+            children_left = 1  # its parent's only child is now host-only
+
+    def _unlocked(self, node_id: int) -> bool:
+        """Whether no lock holds `node_id`: a lock taken on it moves tokens from evictable to
+        protected exactly when it was unlocked (a locked node's whole path is locked)."""
+        result = self.inc_lock_ref(node_id)
+        self.dec_lock_ref(node_id, result.to_dec_params())
+        return bool(result.delta)
 
     def _apply(self, actions: Sequence[Action]) -> None:
         for action in actions:

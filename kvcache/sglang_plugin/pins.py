@@ -6,8 +6,8 @@ counts it as protected (never as evictable KV the scheduler could plan on). Rule
 
 * a high-priority session (its request priority >= `high_priority_min`: its group is
   critical) is pinned at the end of each turn, on the node its context now ends at;
-* a low-priority session holds no pin: its KV is ordinary cache, evicted (or, with HiCache,
-  demoted to host) under pressure, before any pinned KV;
+* a low-priority session holds no pin: its KV is offloaded to host by the cache (with HiCache)
+  or is ordinary cache, evicted under pressure, before any pinned KV;
 * pinned tokens stay within `budget_tokens`; a high session's turn that would exceed it
   unpins the least recently pinned *other* high sessions first, so high KV is only ever given
   up for another high session, never for a low one;

@@ -112,14 +112,16 @@ operation = st.one_of(
 )
 
 
-@pytest.mark.parametrize("core", ["rust", "python"])
+@pytest.mark.parametrize(
+    ("core", "host_tier"), [("rust", False), ("python", False), ("rust", True)]
+)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(operations=st.lists(operation, min_size=1, max_size=40))
 def test_invariants_hold_over_random_operation_sequences(
-    core: str, operations: list[tuple[str, int, int]]
+    core: str, host_tier: bool, operations: list[tuple[str, int, int]]
 ) -> None:
     config = AgentKVConfig(pin_budget_fraction=0.5)
-    with agentkv_tree(capacity=1024, core=core, config=config) as tree:
+    with agentkv_tree(capacity=1024, core=core, config=config, host_tier=host_tier) as tree:
         budget = int(0.5 * tree.capacity)
         turns: dict[int, int] = {}
         live_high: dict[int, list[int]] = {}  # session -> its context, while high and open
@@ -144,6 +146,8 @@ def test_invariants_hold_over_random_operation_sequences(
                 pressure(tree, session, value)
             else:
                 tree.cache.evict(EvictParams(num_tokens=value))
+            if host_tier:
+                tree.cache.writing_check(write_back=True)  # acks: low sessions go to host
             pinned = tree.cache.pinned_sessions
             # Pins belong to live high sessions only, and fit the budget.
             assert set(pinned) <= {f"s{s}" for s in live_high}

@@ -66,9 +66,11 @@ async def test_a_run_over_http_keeps_every_token_exact_through_weight_updates(
                 span = trajectory.token_ids[turn.gen_start : turn.gen_end]
                 assert span[-1] == end_of_turn
                 assert tokenizer.decode(span[:-1]) == script.actions[index]
-        versions = {v for t in trajectories for v in t.versions if v != NO_VERSION}
-        assert versions >= {0, 1}  # generations kept going across the weight updates
-        assert sum(t.num_interruptions for t in trajectories) > 0
+            token_versions = [v for v in trajectory.versions if v != NO_VERSION]
+            assert token_versions == sorted(token_versions)  # never older than a token before
+        # The third group is admitted only after the first update: the run kept generating
+        # across weight updates, and no sample was lost to them (12 consumed, none failed).
+        assert len({v for t in trajectories for v in t.versions if v != NO_VERSION}) >= 2
 
 
 @pytest.mark.docker
