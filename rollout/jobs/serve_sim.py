@@ -19,7 +19,7 @@ from pydantic import Field
 from envs.swe.tasks import load_shipped_tasks
 from harness.config import FrozenConfig
 from rollout.engines.sim import ServedModelConfig, SimEngineConfig, build_sim_engine
-from rollout.engines.sim.http_server import ServedIdentity, SimSGLangServer
+from rollout.engines.sim.http_server import RequestDeadlines, ServedIdentity, SimSGLangServer
 from rollout.jobs.config import ConfigRef
 from rollout.sim.config import ScriptedPolicyConfig
 from rollout.sim.scripted_agent import ScriptedSWEAgent
@@ -51,6 +51,18 @@ class ServeSimConfig(FrozenConfig):
         default="",
         description="Local directory of a tokenizer (transformers format) the served 'model' "
         "uses; empty: the byte tokenizer (clients must tokenize the same way).",
+    )
+    waiting_timeout_s: float = Field(
+        default=0.0,
+        ge=0.0,
+        description="A request waiting for admission longer is aborted and answered 503 "
+        "(SGLang's SGLANG_REQ_WAITING_TIMEOUT); 0 = no limit (s).",
+    )
+    running_timeout_s: float = Field(
+        default=0.0,
+        ge=0.0,
+        description="A request running longer is aborted and answered 503 (SGLang's "
+        "SGLANG_REQ_RUNNING_TIMEOUT); 0 = no limit (s).",
     )
 
 
@@ -115,7 +127,8 @@ def build_sim_server(
         max_context_tokens=model.max_context_tokens,
         server_args=dict(server_args or {}),
     )
-    server = SimSGLangServer(engine, TokenizerCodec(tokenizer, specials), identity)
+    deadlines = RequestDeadlines(config.waiting_timeout_s, config.running_timeout_s)
+    server = SimSGLangServer(engine, TokenizerCodec(tokenizer, specials), identity, deadlines)
     return SimServerParts(server, engine_config, token_model)
 
 

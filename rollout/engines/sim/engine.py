@@ -33,7 +33,7 @@ from rollout.engines.sim.batcher import Batcher, Blocked, Chunk, SimEngineCounte
 from rollout.engines.sim.config import PauseMode, SimEngineConfig
 from rollout.engines.sim.cost_model import prefill_attention_units, step_time_s
 from rollout.engines.sim.kv import KVBackend
-from rollout.engines.sim.request_state import SimRequest
+from rollout.engines.sim.request_state import SimRequest, Stage
 from rollout.engines.sim.served_model import ServedModelConfig
 from rollout.engines.sim.token_model import TokenModel
 
@@ -99,6 +99,11 @@ class SimEngine:
     def live_rids(self) -> list[str]:
         """Rids of the requests queued or running now."""
         return list(self._batch.live)
+
+    def is_waiting(self, rid: str) -> bool | None:
+        """Whether `rid` waits for admission (False: it runs; None: not live)."""
+        sim = self._batch.live.get(rid)
+        return None if sim is None else sim.stage is Stage.WAITING
 
     @property
     def counters(self) -> SimEngineCounters:

@@ -38,7 +38,7 @@ from rollout.engines.sglang.wire import parse_kv_hints_envelope
 from rollout.engines.sim.config import PauseMode
 from rollout.engines.sim.engine import SimEngine
 
-__all__ = ["ServedIdentity", "SimSGLangServer", "TextCodec", "generate_reply"]
+__all__ = ["RequestDeadlines", "ServedIdentity", "SimSGLangServer", "TextCodec", "generate_reply"]
 
 SGLANG_VERSION = "0.5.23"  # the API this server follows
 _PAUSE_MODES: tuple[PauseMode, ...] = ("abort", "retract", "in_place")
@@ -70,8 +70,22 @@ class ServedIdentity:
     server_args: Mapping[str, Any] = field(default_factory=dict)  # more /server_info fields
 
 
+@dataclass(frozen=True, slots=True)
+class RequestDeadlines:
+    """SGLang's `SGLANG_REQ_WAITING_TIMEOUT` / `SGLANG_REQ_RUNNING_TIMEOUT`: a request that
+    waits (or runs) longer is aborted and answered 503. 0 = no limit (seconds)."""
+
+    waiting_s: float = 0.0
+    running_s: float = 0.0
+    poll_s: float = 0.05
+
+
 class _BadRequest(Exception):
     """A request SGLang would answer with 400; the message says what is wrong."""
+
+
+class _DeadlinePassed(Exception):
+    """A request waited or ran past its deadline; SGLang answers 503."""
 
 
 class SimSGLangServer:
@@ -84,10 +98,17 @@ class SimSGLangServer:
         identity: model name and extra server args to report.
     """
 
-    def __init__(self, engine: SimEngine, codec: TextCodec, identity: ServedIdentity) -> None:
+    def __init__(
+        self,
+        engine: SimEngine,
+        codec: TextCodec,
+        identity: ServedIdentity,
+        deadlines: RequestDeadlines | None = None,
+    ) -> None:
         self._engine = engine
         self._codec = codec
         self._identity = identity
+        self._deadlines = deadlines or RequestDeadlines()
         self._version_names: dict[int, str] = {0: "default"}
         self._runner: web.AppRunner | None = None
         self._started_s = time.time()
@@ -156,9 +177,15 @@ class SimSGLangServer:
         if generate.rid in self._engine.live_rids():
             return _error(400, f"Duplicate request ID: {generate.rid}")
         try:
-            result = await self._engine.generate(generate)
+            result = await self._generate_within_deadlines(generate)
         except EngineError as exc:
             return _error(500, str(exc))
+        except _DeadlinePassed as exc:
+            return _json_response(
+                {"object": "error", "message": str(exc), "type": "ServiceUnavailable",
+                 "param": None, "code": 503},
+                status=503,
+            )  # fmt: skip
         params = body.get("sampling_params") or {}
         reply = generate_reply(
             result,
@@ -177,6 +204,39 @@ class SimSGLangServer:
         await stream.write(b"data: [DONE]\n\n")
         await stream.write_eof()
         return stream
+
+    async def _generate_within_deadlines(self, generate: GenerateRequest) -> GenerateResult:
+        deadlines = self._deadlines
+        if not deadlines.waiting_s and not deadlines.running_s:
+            return await self._engine.generate(generate)
+        loop = asyncio.get_running_loop()
+        task = asyncio.ensure_future(self._engine.generate(generate))
+        arrived_s = loop.time()
+        running_since_s: float | None = None
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=deadlines.poll_s)
+                if done:
+                    return task.result()
+                now_s = loop.time()
+                waiting = self._engine.is_waiting(generate.rid)
+                if waiting is False and running_since_s is None:
+                    running_since_s = now_s
+                late = (
+                    waiting and deadlines.waiting_s and now_s - arrived_s > deadlines.waiting_s
+                ) or (
+                    running_since_s is not None
+                    and deadlines.running_s
+                    and now_s - running_since_s > deadlines.running_s
+                )
+                if late:
+                    await self._engine.abort(generate.rid)
+                    await task
+                    what = "waiting" if waiting else "running"
+                    raise _DeadlinePassed(f"request {generate.rid} timed out while {what}")
+        finally:
+            if not task.done():
+                task.cancel()
 
     def _to_request(self, body: Mapping[str, Any]) -> GenerateRequest:
         params = body.get("sampling_params") or {}

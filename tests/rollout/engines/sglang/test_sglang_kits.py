@@ -8,6 +8,7 @@ only `requests`), and each kit test runs as its own pytest test against a serve-
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -28,7 +29,7 @@ REQUIRED = os.environ.get("CONDUCTOR_REQUIRE_SGLANG_KITS") == "1"
 KITS = {
     "basic_api_contract_kit": ["BasicAPIContractMixin"],
     "pause_generation_kit": ["PauseResumeInPlaceMixin"],
-    "abort_timeout_kit": ["AbortAllMixin"],
+    "abort_timeout_kit": ["AbortAllMixin", "WaitingTimeoutMixin", "RunningTimeoutTwoWaveMixin"],
 }
 KIT_TESTS = [
     ("BasicAPIContractMixin", "test_health"),
@@ -66,12 +67,30 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+# The kits' own server settings: "--max-running-requests=1" with SGLANG_REQ_WAITING_TIMEOUT, and
+# SGLANG_REQ_RUNNING_TIMEOUT, as serve-sim's config fields.
+ENGINE = (
+    "schedule_policy=priority, priority_preemption=true, preemption_threshold=0, "
+    "kv_backend=priority, max_running_requests=1"
+)
+TIMEOUT_SERVERS = {
+    "test_waiting_timeout": ["waiting_timeout_s=1", f"engine.overrides=[{ENGINE}]"],
+    "test_running_timeout_no_crash": ["running_timeout_s=2"],
+}
+
+
 @pytest.fixture(scope="module")
 def serve_sim() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """`conductor serve-sim` in its own process, as the kits expect a server process."""
+    with _serving([]) as served:
+        yield served
+
+
+@contextlib.contextmanager
+def _serving(overrides: list[str]) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     port = _free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "rollout.cli", "serve-sim", f"port={port}"],
+        [sys.executable, "-m", "rollout.cli", "serve-sim", f"port={port}", *overrides],
         cwd=REPO_ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -95,11 +114,7 @@ def serve_sim() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
         process.wait(timeout=30)
 
 
-@pytest.mark.parametrize(("mixin", "test_name"), KIT_TESTS)
-def test_sglang_http_kit_passes_against_serve_sim(
-    serve_sim: tuple[str, subprocess.Popen[bytes]], mixin: str, test_name: str
-) -> None:
-    url, process = serve_sim
+def _run_kit_test(mixin: str, test_name: str, url: str, process: subprocess.Popen[bytes]) -> None:
     kit = _kit_mixins()[mixin]
     case_type = type(f"ServeSim{mixin}", (kit, unittest.TestCase), {"base_url": url})
     case = case_type(test_name)
@@ -108,3 +123,23 @@ def test_sglang_http_kit_passes_against_serve_sim(
     case.run(outcome)
     problems = [text for _, text in (*outcome.errors, *outcome.failures)]
     assert outcome.testsRun == 1 and not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize(("mixin", "test_name"), KIT_TESTS)
+def test_sglang_http_kit_passes_against_serve_sim(
+    serve_sim: tuple[str, subprocess.Popen[bytes]], mixin: str, test_name: str
+) -> None:
+    _run_kit_test(mixin, test_name, *serve_sim)
+
+
+@pytest.mark.parametrize(
+    ("mixin", "test_name"),
+    [("WaitingTimeoutMixin", "test_waiting_timeout"),
+     ("RunningTimeoutTwoWaveMixin", "test_running_timeout_no_crash")],
+)  # fmt: skip
+def test_sglang_timeout_kit_passes_against_serve_sim_with_its_timeouts(
+    mixin: str, test_name: str
+) -> None:
+    _kit_mixins()  # skips (or fails in CI) without the wheel, before starting a server
+    with _serving(TIMEOUT_SERVERS[test_name]) as (url, process):
+        _run_kit_test(mixin, test_name, url, process)
