@@ -30,7 +30,7 @@ from harness.errors import ConfigError
 from rollout.cli.console import console, fail
 from rollout.errors import RolloutError
 from rollout.jobs.config import SimulateConfig
-from rollout.jobs.policies import UnknownPolicyError, resolve_policy
+from rollout.jobs.policies import UnknownPolicyError, resolve_policy_spec
 from rollout.jobs.simulation import PolicyRun, Simulation, load_simulation, simulate_policy
 from rollout.observe.run_summary import RunSummary
 from rollout.sim.vtime import run_virtual
@@ -53,7 +53,7 @@ def simulate(
     try:
         settings = load_config(SimulateConfig, config, overrides or [])
         simulation = load_simulation(settings, config.resolve().parent)
-        policies = [resolve_policy(name) for name in settings.policies]
+        policies = [resolve_policy_spec(spec) for spec in settings.policies]
     except (ConfigError, UnknownPolicyError) as exc:
         fail(str(exc))
     root = (out or Path(settings.out_dir)) / time.strftime("%Y%m%d-%H%M%S")

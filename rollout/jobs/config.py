@@ -10,12 +10,13 @@ with a `ConfigRef`: a path, relative to the file that names it, plus `key=value`
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, Self, TypeVar
+from typing import Any, Literal, Self, TypeVar
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from harness.config import FrozenConfig, load_config
 from rollout.core.config import RolloutConfig
+from rollout.jobs.policies import resolve_policy_spec
 from rollout.runtime.config import AgentLoopConfig, ConductorConfig
 from rollout.sim.config import ScriptedPolicyConfig, TrainerSimConfig
 
@@ -50,11 +51,23 @@ class SimulateConfig(FrozenConfig):
 
     seed: int = Field(default=0, description="Seed of the workload and every policy's run.")
     steps: int = Field(default=3, ge=1, description="Training steps per policy (steps).")
-    policies: tuple[str, ...] = Field(
+    policies: tuple[str | dict[str, Any], ...] = Field(
         default=("conductor", "sync", "traj_async"),
         min_length=1,
-        description="Policies to compare (rollout.jobs.policies); the first is 'ours' in ratios.",
+        description="Policies to compare: preset names (rollout.jobs.policies) or derived "
+        "ones, {name: x, base: conductor, <flag>: value}; the first is 'ours' in ratios.",
     )
+
+    @field_validator("policies")
+    @classmethod
+    def _policies_resolve(
+        cls, policies: tuple[str | dict[str, Any], ...]
+    ) -> tuple[str | dict[str, Any], ...]:
+        names = [resolve_policy_spec(spec).name for spec in policies]  # raises on a bad one
+        if len(set(names)) != len(names):
+            raise ValueError(f"policy names repeat: {names}")
+        return policies
+
     groups_per_step: int = Field(default=4, ge=1, description="B: groups per training step.")
     group_size: int = Field(default=4, ge=1, description="K: samples per group.")
     async_factor: int = Field(

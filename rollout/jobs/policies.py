@@ -21,8 +21,14 @@ cache thrashed: simulated T_next 2.7x worse than `traj_async`, KV hit rate 0.39.
 `sync` is verl-classic batch-synchronous rollout; `traj_async` is trajectory-level async with
 the same staleness bound (a sample keeps its agent slot through its tool calls); `aggressive`
 inserts new work whenever a slot frees (ROLL-Flash-style); `kv_throttle` admits new work only
-above a KV watermark (Concur-style). Ablations of ours: `no_priority`, `no_preemption`,
-`no_kv_hints`.
+above a KV watermark (Concur-style). The ablations of ours remove exactly one mechanism from the
+`conductor` preset (everything else, the live-KV gate included, stays): `no_priority` (critical
+groups), `no_preemption`, `no_kv_hints` (priority KV and its session hints: LRU KV instead),
+`no_live_gate`.
+
+A run names presets, or derives its own with `resolve_policy_spec`: a mapping with a `name`, a
+`base` preset (default `conductor`) and any `PolicyConfig` flags to change, for example
+`{name: gate_half, base: conductor, live_kv_budget: 0.5}`.
 """
 
 from __future__ import annotations
@@ -30,10 +36,19 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import Any
+
+from pydantic import ValidationError
 
 from rollout.runtime.config import PolicyConfig
 
-__all__ = ["UnknownPolicyError", "builtin_policies", "resolve_policy"]
+__all__ = [
+    "PolicySpec",
+    "UnknownPolicyError",
+    "builtin_policies",
+    "resolve_policy",
+    "resolve_policy_spec",
+]
 
 
 class UnknownPolicyError(ValueError):
@@ -54,11 +69,23 @@ def builtin_policies() -> Mapping[str, PolicyConfig]:
         _fcfs(
             "kv_throttle", "action-level, new work above 20% free KV", low_priority_kv_watermark=0.2
         ),
-        _ours("no_priority", "ours without critical groups", critical_priority=False),
-        _ours("no_preemption", "ours without preemption", preemption=False),
-        _ours("no_kv_hints", "ours without KV hints, LRU KV", kv_hints=False, kv_policy="lru"),
+    ]
+    ours = presets[0]
+    presets += [
+        _without(ours, "no_priority", "critical groups", critical_priority=False),
+        _without(ours, "no_preemption", "preemption", preemption=False),
+        _without(
+            ours, "no_kv_hints", "priority KV and hints (LRU KV)", kv_hints=False, kv_policy="lru"
+        ),
+        _without(ours, "no_live_gate", "the live-KV gate", live_kv_budget=0.0),
     ]
     return MappingProxyType({policy.name: policy for policy in presets})
+
+
+def _without(ours: PolicyConfig, name: str, mechanism: str, **changes: object) -> PolicyConfig:
+    """A single-factor ablation: `ours` with exactly `changes`."""
+    description = f"ours without {mechanism}"
+    return ours.model_copy(update={"name": name, "description": description, **changes})
 
 
 def _ours(name: str, description: str, **changes: object) -> PolicyConfig:
@@ -79,6 +106,34 @@ def _fcfs(name: str, description: str, **changes: object) -> PolicyConfig:
     return PolicyConfig.model_validate(
         {"name": name, "description": f"{description}; FCFS, LRU KV", **baseline, **changes}
     )
+
+
+PolicySpec = str | Mapping[str, Any]
+"""A preset's name, or `{name, base?, description?, <PolicyConfig flag>: value, ...}`."""
+
+
+def resolve_policy_spec(spec: PolicySpec) -> PolicyConfig:
+    """The policy `spec` names or derives (`UnknownPolicyError` for an unknown base, ValueError
+    naming the bad flag otherwise)."""
+    if isinstance(spec, str):
+        return resolve_policy(spec)
+    if not isinstance(spec.get("name"), str) or not spec["name"]:
+        raise ValueError(f"a derived policy needs a name: {dict(spec)!r}")
+    changes = dict(spec)
+    base = resolve_policy(str(changes.pop("base", "conductor")))
+    changes.setdefault("description", f"{base.name} with {_flags_text(changes)}")
+    try:
+        return PolicyConfig.model_validate({**base.model_dump(), **changes})
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}"
+            for error in exc.errors()
+        )
+        raise ValueError(f"policy {spec['name']!r}: {problems}") from None
+
+
+def _flags_text(changes: Mapping[str, Any]) -> str:
+    return ", ".join(f"{key}={value}" for key, value in changes.items() if key != "name")
 
 
 def resolve_policy(name: str) -> PolicyConfig:
