@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from harness.bench import EnvBenchConfig, run_env_bench, summarize
@@ -94,6 +95,58 @@ def bench_engine(
             f"{row.client_cpu_ms:.2f} + {row.server_cpu_ms:.2f} ms",
             str(row.stats_http_calls),
         )
+    console.print(table)
+
+
+@app.command("rollout")
+def bench_rollout(
+    config: Path = typer.Argument(
+        Path(__file__).parents[2] / "configs/simulate/swe_like.yaml", help="simulate config"
+    ),
+    overrides: list[str] = typer.Argument(None, help="key=value overrides of the config"),
+    seeds: str = typer.Option("0,1,2,3,4", help="seeds, comma-separated (each a whole run)"),
+) -> None:
+    """Policies over several seeds (SIMULATED): T_next mean and min–max, ratios that count."""
+    from harness.errors import ConfigError
+    from rollout.jobs.bench_rollout import ratios_to_ours, run_seeds
+
+    seed_list = [int(part) for part in seeds.split(",") if part.strip()]
+    try:
+        with console.status("simulating") as status:
+            results = run_seeds(
+                config, overrides or [], seed_list, progress=lambda line: status.update(line)
+            )
+    except (ConfigError, ValueError) as exc:
+        fail(str(exc))
+    ratios = ratios_to_ours(results)
+    table = Table(
+        title=escape(
+            f"SIMULATED ({config.name}, seeds {seeds}): T_next mean over steps, mean "
+            "[min–max] over seeds; ratio = baseline ÷ ours per seed, counts when its spread "
+            "does not cross 1"
+        )
+    )
+    columns = ("policy", "T_next", "÷ ours", "counts", "E_rollout", "busy", "KV hit",
+               "recomputed tokens", "preemptions")  # fmt: skip
+    for column in columns:
+        table.add_column(column)
+    for result in results:
+        ratio = ratios.get(result.policy)
+        figures = [
+            result.figure(lambda s: s.e_rollout),
+            result.figure(lambda s: s.busy_fraction),
+            result.figure(lambda s: s.kv_hit_rate),
+        ]
+        cells = [
+            result.policy,
+            result.t_next().text(" s"),
+            "—" if ratio is None else ratio.spread.text("×", digits=2),
+            "—" if ratio is None else ("yes" if ratio.decisive else "no"),
+            *("—" if f is None else f.text(digits=3) for f in figures),
+            result.figure(lambda s: float(s.recomputed_tokens)).text(digits=0),  # type: ignore[union-attr]
+            result.figure(lambda s: float(s.preemptions)).text(digits=0),  # type: ignore[union-attr]
+        ]
+        table.add_row(*(escape(cell) for cell in cells))
     console.print(table)
 
 

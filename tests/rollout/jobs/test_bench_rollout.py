@@ -1,0 +1,43 @@
+"""`conductor bench rollout`: spreads over seeds, and ratios that count only off 1."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from rollout.cli.bench import app
+from rollout.jobs.bench_rollout import Ratio, Spread, run_seeds, spread
+from tests.paths import CONFIGS
+
+SHORT = CONFIGS / "simulate" / "short_context.yaml"
+SMALL = ["steps=1", "groups_per_step=2", "group_size=2", "trainer.train_time_s=1"]
+
+
+def test_a_spread_is_the_mean_and_the_extremes() -> None:
+    assert spread([1.0, 2.0, 6.0]) == Spread(3.0, 1.0, 6.0)
+    with pytest.raises(ValueError, match="at least one"):
+        spread([])
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "decisive"), [(1.05, 1.3, True), (0.7, 0.95, True), (0.9, 1.2, False)]
+)
+def test_a_ratio_counts_only_when_its_spread_stays_on_one_side_of_one(
+    low: float, high: float, decisive: bool
+) -> None:
+    assert Ratio(Spread((low + high) / 2, low, high)).decisive is decisive
+
+
+def test_every_policy_runs_on_every_seed_and_seeds_draw_different_workloads() -> None:
+    results = run_seeds(SHORT, [*SMALL, "policies=[conductor, sync]"], [0, 1])
+    assert [r.policy for r in results] == ["conductor", "sync"]
+    assert all(len(r.summaries) == 2 for r in results)
+    ours = results[0].summaries
+    assert ours[0].t_next_s != ours[1].t_next_s  # a seed is a different workload draw
+
+
+def test_the_command_prints_a_simulated_table_with_ratios() -> None:
+    overrides = [*SMALL, "policies=[conductor, traj_async]"]
+    done = CliRunner().invoke(app, ["rollout", str(SHORT), *overrides, "--seeds", "0,1"])
+    assert done.exit_code == 0, done.output
+    assert "SIMULATED" in done.output and "traj" in done.output and "×" in done.output
