@@ -105,16 +105,26 @@ def bench_rollout(
     ),
     overrides: list[str] = typer.Argument(None, help="key=value overrides of the config"),
     seeds: str = typer.Option("0,1,2,3,4", help="seeds, comma-separated (each a whole run)"),
+    sweep: list[str] = typer.Option(
+        [],
+        help="tune a baseline: POLICY:KEY=V1,V2,... (repeatable), e.g. "
+        "traj_async:conductor.agent_slots=8,16,32,64; its best value is compared to ours",
+    ),
 ) -> None:
     """Policies over several seeds (SIMULATED): T_next mean and min–max, ratios that count."""
     from harness.errors import ConfigError
-    from rollout.jobs.bench_rollout import ratios_to_ours, run_seeds
+    from rollout.jobs.bench_rollout import best_of_sweeps, parse_sweep, ratios_to_ours, run_seeds
 
     seed_list = [int(part) for part in seeds.split(",") if part.strip()]
     try:
+        variants = [variant for text in sweep for variant in parse_sweep(text)]
         with console.status("simulating") as status:
             results = run_seeds(
-                config, overrides or [], seed_list, progress=lambda line: status.update(line)
+                config,
+                overrides or [],
+                seed_list,
+                variants=variants,
+                progress=lambda line: status.update(line),
             )
     except (ConfigError, ValueError) as exc:
         fail(str(exc))
@@ -148,6 +158,14 @@ def bench_rollout(
         ]
         table.add_row(*(escape(cell) for cell in cells))
     console.print(table)
+    for policy, label in best_of_sweeps(results, variants).items():
+        best = ratios[label]
+        console.print(
+            escape(
+                f"best {policy}: {label}, ÷ ours {best.spread.text('×', digits=2)} "
+                f"(counts: {'yes' if best.decisive else 'no'})"
+            )
+        )
 
 
 @app.command("swe")

@@ -6,6 +6,10 @@ that seed), in virtual time, and reports per policy the mean and the min–max o
 over a run's steps) and its other headline numbers; and per baseline the ratio of its T_next to
 ours, seed by seed, with the ratio's min–max. A ratio *counts* only when its whole spread lies on
 one side of 1 (`Ratio.decisive`). SIMULATED: every figure is virtual time on the cost model.
+
+A baseline is compared at its best setting: a *sweep* (`parse_sweep`, e.g.
+`traj_async:conductor.agent_slots=8,16,32`) runs a policy once per value of one of its knobs,
+and `best_of_sweeps` keeps the value with the lowest mean T_next.
 """
 
 from __future__ import annotations
@@ -22,7 +26,17 @@ from rollout.jobs.simulation import load_simulation, simulate_policy
 from rollout.observe.run_summary import RunSummary
 from rollout.sim.vtime import run_virtual
 
-__all__ = ["Ratio", "SeedSpread", "Spread", "ratios_to_ours", "run_seeds", "spread"]
+__all__ = [
+    "Ratio",
+    "SeedSpread",
+    "Spread",
+    "Variant",
+    "best_of_sweeps",
+    "parse_sweep",
+    "ratios_to_ours",
+    "run_seeds",
+    "spread",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,8 +64,43 @@ class Ratio:
 
 
 @dataclass(frozen=True, slots=True)
+class Variant:
+    """A policy run with config overrides of its own (one value of a swept knob)."""
+
+    label: str
+    policy: str
+    overrides: tuple[str, ...] = ()
+
+
+def parse_sweep(text: str) -> list[Variant]:
+    """`POLICY:KEY=V1,V2,...` as one variant per value (ValueError says the expected form)."""
+    policy, _, assignment = text.partition(":")
+    key, _, values = assignment.partition("=")
+    choices = [value.strip() for value in values.split(",") if value.strip()]
+    if not policy or not key or not choices:
+        raise ValueError(
+            "a sweep is POLICY:KEY=V1,V2,... (e.g. traj_async:conductor.agent_slots=8,16), "
+            f"got {text!r}"
+        )
+    knob = key.rsplit(".", 1)[-1]
+    return [Variant(f"{policy}[{knob}={value}]", policy, (f"{key}={value}",)) for value in choices]
+
+
+def best_of_sweeps(results: Sequence[SeedSpread], variants: Sequence[Variant]) -> dict[str, str]:
+    """For each swept policy, the label of its variant with the lowest mean T_next."""
+    by_label = {result.policy: result for result in results}
+    best: dict[str, str] = {}
+    for variant in variants:
+        current = best.get(variant.policy)
+        mean = by_label[variant.label].t_next().mean
+        if current is None or mean < by_label[current].t_next().mean:
+            best[variant.policy] = variant.label
+    return best
+
+
+@dataclass(frozen=True, slots=True)
 class SeedSpread:
-    """One policy over the seeds."""
+    """One policy (or swept variant) over the seeds."""
 
     policy: str
     summaries: tuple[RunSummary, ...]
@@ -92,18 +141,25 @@ def run_seeds(
     overrides: Sequence[str],
     seeds: Sequence[int],
     *,
+    variants: Sequence[Variant] = (),
     progress: Callable[[str], None] = lambda _: None,
 ) -> list[SeedSpread]:
-    """Every policy of the config at `config_path` on every seed (virtual time)."""
+    """Every policy of the config at `config_path`, then every variant, on every seed."""
     if not seeds:
         raise ValueError("give at least one seed")
     per_policy: dict[str, list[RunSummary]] = {}
     for seed in seeds:
         settings = load_config(SimulateConfig, config_path, [*overrides, f"seed={seed}"])
-        simulation = load_simulation(settings, config_path.resolve().parent)
-        for spec in settings.policies:
-            policy = resolve_policy_spec(spec)
+        runs = [(resolve_policy_spec(spec), settings) for spec in settings.policies]
+        for variant in variants:
+            tuned = load_config(
+                SimulateConfig, config_path, [*overrides, *variant.overrides, f"seed={seed}"]
+            )
+            policy = resolve_policy_spec(variant.policy).model_copy(update={"name": variant.label})
+            runs.append((policy, tuned))
+        for policy, config in runs:
             progress(f"seed {seed}: {policy.name}")
+            simulation = load_simulation(config, config_path.resolve().parent)
             run = run_virtual(simulate_policy(simulation, policy))
             per_policy.setdefault(policy.name, []).append(run.summary)
     return [SeedSpread(name, tuple(summaries)) for name, summaries in per_policy.items()]

@@ -6,7 +6,15 @@ import pytest
 from typer.testing import CliRunner
 
 from rollout.cli.bench import app
-from rollout.jobs.bench_rollout import Ratio, Spread, run_seeds, spread
+from rollout.jobs.bench_rollout import (
+    Ratio,
+    Spread,
+    Variant,
+    best_of_sweeps,
+    parse_sweep,
+    run_seeds,
+    spread,
+)
 from tests.paths import CONFIGS
 
 SHORT = CONFIGS / "simulate" / "short_context.yaml"
@@ -41,3 +49,22 @@ def test_the_command_prints_a_simulated_table_with_ratios() -> None:
     done = CliRunner().invoke(app, ["rollout", str(SHORT), *overrides, "--seeds", "0,1"])
     assert done.exit_code == 0, done.output
     assert "SIMULATED" in done.output and "traj" in done.output and "×" in done.output
+
+
+def test_a_sweep_is_one_variant_per_value_of_one_knob() -> None:
+    variants = parse_sweep("traj_async:conductor.agent_slots=8,16")
+    assert variants == [
+        Variant("traj_async[agent_slots=8]", "traj_async", ("conductor.agent_slots=8",)),
+        Variant("traj_async[agent_slots=16]", "traj_async", ("conductor.agent_slots=16",)),
+    ]
+    with pytest.raises(ValueError, match="POLICY:KEY=V1,V2"):
+        parse_sweep("traj_async")
+
+
+def test_the_best_value_of_a_sweep_is_the_one_with_the_lowest_mean_t_next() -> None:
+    variants = parse_sweep("traj_async:conductor.agent_slots=1,8")
+    results = run_seeds(SHORT, [*SMALL, "policies=[conductor]"], [0], variants=variants)
+    assert [r.policy for r in results] == ["conductor", *(v.label for v in variants)]
+    one_slot, eight = results[1], results[2]
+    assert one_slot.t_next().mean > eight.t_next().mean  # one live sample at a time is slow
+    assert best_of_sweeps(results, variants) == {"traj_async": "traj_async[agent_slots=8]"}
