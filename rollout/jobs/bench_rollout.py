@@ -147,19 +147,20 @@ def run_seeds(
     """Every policy of the config at `config_path`, then every variant, on every seed."""
     if not seeds:
         raise ValueError("give at least one seed")
+    base_dir = config_path.resolve().parent
     per_policy: dict[str, list[RunSummary]] = {}
     for seed in seeds:
         settings = load_config(SimulateConfig, config_path, [*overrides, f"seed={seed}"])
-        runs = [(resolve_policy_spec(spec), settings) for spec in settings.policies]
+        shared = load_simulation(settings, base_dir)  # every listed policy runs on it
+        runs = [(resolve_policy_spec(spec), shared) for spec in settings.policies]
         for variant in variants:
             tuned = load_config(
                 SimulateConfig, config_path, [*overrides, *variant.overrides, f"seed={seed}"]
             )
             policy = resolve_policy_spec(variant.policy).model_copy(update={"name": variant.label})
-            runs.append((policy, tuned))
-        for policy, config in runs:
+            runs.append((policy, load_simulation(tuned, base_dir)))
+        for policy, simulation in runs:
             progress(f"seed {seed}: {policy.name}")
-            simulation = load_simulation(config, config_path.resolve().parent)
             run = run_virtual(simulate_policy(simulation, policy))
             per_policy.setdefault(policy.name, []).append(run.summary)
     return [SeedSpread(name, tuple(summaries)) for name, summaries in per_policy.items()]

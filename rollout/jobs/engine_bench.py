@@ -22,10 +22,7 @@ import contextlib
 import itertools
 import os
 import random
-import socket
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
@@ -35,7 +32,7 @@ from typing import Literal
 from harness.config import load_config
 from rollout.engines.base import Engine, GenerateRequest, SamplingParams
 from rollout.engines.sglang import SGLangEngine, SGLangEngineConfig
-from rollout.jobs.serve_sim import ServeSimConfig, build_sim_server
+from rollout.jobs.serve_sim import ServeSimConfig, build_sim_server, spawn_serve_sim
 
 __all__ = ["EngineBenchConfig", "EngineBenchRow", "run_engine_bench"]
 
@@ -179,19 +176,10 @@ def _percentiles(latencies: Sequence[float]) -> tuple[float, float]:
 @contextlib.asynccontextmanager
 async def _served(config: EngineBenchConfig) -> AsyncIterator[tuple[str, int]]:
     """serve-sim with the zeroed cost model, in its own process (as a real server would be)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
-    model_overrides = ", ".join((*_serve_sim_settings(config, port).model.overrides,))
-    process = subprocess.Popen(  # noqa: ASYNC220 (started once, before any measurement)
-        [
-            sys.executable, "-m", "rollout.cli", "serve-sim", str(config.serve_sim_config),
-            f"port={port}", f"model.overrides=[{model_overrides}]",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
+    model_overrides = ", ".join(_serve_sim_settings(config, 0).model.overrides)
+    url, process = spawn_serve_sim(
+        [f"model.overrides=[{model_overrides}]"], config=config.serve_sim_config
+    )
     try:
         probe_config = SGLangEngineConfig(endpoints=(url,), startup_timeout_s=60)
         engine = await SGLangEngine.connect(probe_config)  # waits until it answers

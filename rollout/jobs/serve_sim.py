@@ -9,6 +9,9 @@ agent for prompts of the shipped SWE tasks and seeded filler text otherwise
 from __future__ import annotations
 
 import asyncio
+import socket
+import subprocess
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +37,7 @@ __all__ = [
     "build_sim_server",
     "serve_forever",
     "served_tokenizer",
+    "spawn_serve_sim",
 ]
 
 
@@ -130,6 +134,23 @@ def build_sim_server(
     deadlines = RequestDeadlines(config.waiting_timeout_s, config.running_timeout_s)
     server = SimSGLangServer(engine, TokenizerCodec(tokenizer, specials), identity, deadlines)
     return SimServerParts(server, engine_config, token_model)
+
+
+def spawn_serve_sim(
+    overrides: Sequence[str] = (), *, config: Path | None = None
+) -> tuple[str, subprocess.Popen[bytes]]:
+    """`conductor serve-sim` in a process of its own on a free local port: its URL and process
+    (the caller waits for it to answer, and terminates it)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    argv = [sys.executable, "-m", "rollout.cli", "serve-sim"]
+    if config is not None:
+        argv.append(str(config))
+    process = subprocess.Popen(
+        [*argv, f"port={port}", *overrides], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    return f"http://127.0.0.1:{port}", process
 
 
 def served_tokenizer(path: str) -> tuple[Tokenizer, frozenset[int]]:

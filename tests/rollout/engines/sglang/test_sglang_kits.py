@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
-import sys
 import time
 import types
 import unittest
@@ -22,7 +20,10 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from tests.paths import REPO_ROOT
+from rollout.jobs.serve_sim import spawn_serve_sim
+from tests.paths import CONFIGS, REPO_ROOT
+
+SERVE_SIM_CONFIG = CONFIGS / "serve_sim" / "default.yaml"
 
 WHEELS = sorted((REPO_ROOT / ".cache" / "sglang").glob("sglang-0.5.23-*.whl"))
 REQUIRED = os.environ.get("CONDUCTOR_REQUIRE_SGLANG_KITS") == "1"
@@ -61,12 +62,6 @@ def _kit_mixins() -> dict[str, type]:
     return mixins
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 # The kits' own server settings: "--max-running-requests=1" with SGLANG_REQ_WAITING_TIMEOUT, and
 # SGLANG_REQ_RUNNING_TIMEOUT, as serve-sim's config fields.
 ENGINE = (
@@ -88,14 +83,7 @@ def serve_sim() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
 
 @contextlib.contextmanager
 def _serving(overrides: list[str]) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "rollout.cli", "serve-sim", f"port={port}", *overrides],
-        cwd=REPO_ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}"
+    url, process = spawn_serve_sim(overrides, config=SERVE_SIM_CONFIG)
     deadline = time.monotonic() + 60
     try:
         while True:
