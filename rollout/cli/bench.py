@@ -110,10 +110,20 @@ def bench_rollout(
         help="tune a baseline: POLICY:KEY=V1,V2,... (repeatable), e.g. "
         "traj_async:conductor.agent_slots=8,16,32,64; its best value is compared to ours",
     ),
+    markdown: Path | None = typer.Option(
+        None, help="also append the table, as Markdown, to this file (for docs/benchmarks.md)"
+    ),
 ) -> None:
     """Policies over several seeds (SIMULATED): T_next mean and min–max, ratios that count."""
     from harness.errors import ConfigError
-    from rollout.jobs.bench_rollout import best_of_sweeps, parse_sweep, ratios_to_ours, run_seeds
+    from rollout.jobs.bench_rollout import (
+        best_of_sweeps,
+        comparison_rows,
+        markdown_table,
+        parse_sweep,
+        ratios_to_ours,
+        run_seeds,
+    )
 
     seed_list = [int(part) for part in seeds.split(",") if part.strip()]
     try:
@@ -129,43 +139,30 @@ def bench_rollout(
     except (ConfigError, ValueError) as exc:
         fail(str(exc))
     ratios = ratios_to_ours(results)
-    table = Table(
-        title=escape(
-            f"SIMULATED ({config.name}, seeds {seeds}): T_next mean over steps, mean "
-            "[min–max] over seeds; ratio = baseline ÷ ours per seed, counts when its spread "
-            "does not cross 1"
-        )
+    title = (
+        f"SIMULATED ({config.name} {' '.join(overrides or [])}, seeds {seeds}): T_next mean over "
+        "steps, mean [min–max] over seeds; ratio = baseline ÷ ours per seed, counts when its "
+        "spread does not cross 1; ÷ floor = T_next ÷ the engine-time floor of the consumed "
+        "samples; length bias = consumed ÷ admitted mean trajectory length"
     )
-    columns = ("policy", "T_next", "÷ ours", "counts", "E_rollout", "busy", "KV hit",
-               "recomputed tokens", "preemptions")  # fmt: skip
+    columns, rows = comparison_rows(results, ratios)
+    table = Table(title=escape(title))
     for column in columns:
-        table.add_column(column)
-    for result in results:
-        ratio = ratios.get(result.policy)
-        figures = [
-            result.figure(lambda s: s.e_rollout),
-            result.figure(lambda s: s.busy_fraction),
-            result.figure(lambda s: s.kv_hit_rate),
-        ]
-        cells = [
-            result.policy,
-            result.t_next().text(" s"),
-            "—" if ratio is None else ratio.spread.text("×", digits=2),
-            "—" if ratio is None else ("yes" if ratio.decisive else "no"),
-            *("—" if f is None else f.text(digits=3) for f in figures),
-            result.figure(lambda s: float(s.recomputed_tokens)).text(digits=0),  # type: ignore[union-attr]
-            result.figure(lambda s: float(s.preemptions)).text(digits=0),  # type: ignore[union-attr]
-        ]
-        table.add_row(*(escape(cell) for cell in cells))
+        table.add_column(column, overflow="fold")  # a narrow terminal wraps, never hides
+    for row in rows:
+        table.add_row(*(escape(cell) for cell in row))
     console.print(table)
-    for policy, label in best_of_sweeps(results, variants).items():
-        best = ratios[label]
-        console.print(
-            escape(
-                f"best {policy}: {label}, ÷ ours {best.spread.text('×', digits=2)} "
-                f"(counts: {'yes' if best.decisive else 'no'})"
-            )
-        )
+    best_lines = [
+        f"best {policy}: {label}, ÷ ours {ratios[label].spread.text('×', digits=2)} "
+        f"(counts: {'yes' if ratios[label].decisive else 'no'})"
+        for policy, label in best_of_sweeps(results, variants).items()
+    ]
+    if markdown is not None:
+        with markdown.open("a", encoding="utf-8") as out:
+            out.write(markdown_table(title, columns, rows, best_lines))
+        console.print(f"appended the table to {markdown}")
+    for line in best_lines:
+        console.print(escape(line))
 
 
 @app.command("swe")

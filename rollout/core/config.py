@@ -73,6 +73,16 @@ class PriorityConfig(FrozenConfig):
             "chance (steps)."
         ),
     )
+    window_slack_groups: int | None = Field(
+        default=None,
+        ge=0,
+        description=(
+            "Only the oldest D + this many unfinished groups may be critical (D = groups the "
+            "batch still needs), the cheapest of them first: bounds how far the consumed groups "
+            "lean toward cheap (short) ones, as MiniMax Forge's windowed FIFO; 0 = oldest first; "
+            "null = any unfinished group (groups)."
+        ),
+    )
     seconds_per_turn: float = Field(
         default=3.0,
         ge=0.0,
@@ -108,7 +118,40 @@ class SchedulerConfig(FrozenConfig):
         default=True,
         description=(
             "Abort a running low-priority generation when a high-priority sample waits and every "
-            "slot is taken (off for the no-preemption ablation)."
+            "slot is taken, or (with kv_residency) its context does not fit the device KV "
+            "(off for the no-preemption ablation)."
+        ),
+    )
+    kv_residency: bool = Field(
+        default=False,
+        description=(
+            "Start a generation only while the contexts the device KV must hold fit its pool: "
+            "generating samples and critical samples in tool calls (rollout/core/kv_residency.py)."
+        ),
+    )
+    hold_critical_kv: bool = Field(
+        default=True,
+        description=(
+            "With kv_residency: a critical sample keeps its device KV through its tool calls "
+            "(the KV manager protects it); off: every sample gives it up when its turn ends "
+            "and is reloaded from host for the next one."
+        ),
+    )
+    prior_peak_context_tokens: int = Field(
+        default=32768,
+        ge=0,
+        description=(
+            "With kv_residency: a sample's expected final context before any has finished "
+            "(afterwards the measured mean); new samples start only while every live sample, "
+            "projected to at least this, fits device plus host KV (tokens)."
+        ),
+    )
+    prior_turn_tokens: int = Field(
+        default=512,
+        ge=0,
+        description=(
+            "KV reserved for the turn a generation writes, before any turn has been measured; "
+            "afterwards the measured mean tokens per turn is used (tokens)."
         ),
     )
 

@@ -100,7 +100,8 @@ def assign_priorities(
     """Choose the critical groups among `groups` (the unfinished ones) and rank all of them.
 
     Order: overdue groups (oldest first), then the rest by closure cost (cheapest first), ties
-    by admission order then id. Critical: every overdue group, plus the cheapest others until
+    by admission order then id; with `window_slack_groups` set, the oldest D + slack of the
+    rest come before the others. Critical: every overdue group, plus the first others until
     ``D = B − ready_groups`` groups are critical.
     """
     demand = max(0, admission.groups_per_batch - ready_groups)
@@ -114,9 +115,15 @@ def assign_priorities(
         (group for group in groups if is_overdue(group)),
         key=lambda group: (group.admission_order, group.group_id),
     )
-    others = sorted(
-        (group for group in groups if not is_overdue(group)),
-        key=lambda group: (costs[group.group_id], group.admission_order, group.group_id),
+    others = _window_first(
+        sorted(
+            (group for group in groups if not is_overdue(group)),
+            key=lambda group: (group.admission_order, group.group_id),
+        ),
+        window=None
+        if priority.window_slack_groups is None
+        else max(0, demand - len(overdue)) + priority.window_slack_groups,
+        costs=costs,
     )
     ordered = [*overdue, *others]
     cheapest = others[: max(0, demand - len(overdue))]
@@ -128,6 +135,23 @@ def assign_priorities(
         closure_costs_s=MappingProxyType(costs),
         demand=demand,
     )
+
+
+def _window_first(
+    oldest_first: list[GroupStatus], *, window: int | None, costs: Mapping[str, float]
+) -> list[GroupStatus]:
+    """The groups by closure cost (cheapest first), the oldest `window` of them before the rest
+    (`window` None: all compete on cost alone); ties by admission order."""
+
+    def by_cost(group: GroupStatus) -> tuple[float, int, str]:
+        return (costs[group.group_id], group.admission_order, group.group_id)
+
+    if window is None:
+        return sorted(oldest_first, key=by_cost)
+    return [
+        *sorted(oldest_first[:window], key=by_cost),
+        *sorted(oldest_first[window:], key=by_cost),
+    ]
 
 
 def act_slot_key(

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from rollout.core.config import SchedulerConfig
+from rollout.core.kv_residency import KVResidency
 from rollout.core.priority import ActSlotKey, PriorityAssignment, act_slot_key
 from rollout.core.scheduler_events import (
     ActFinished,
@@ -145,6 +146,8 @@ class _Entry:
     segment_tokens: int = 0  # tokens of the running segment, as last reported
     preempt_pending: bool = False
     act_waiting_since_s: float = 0.0
+    context_tokens: int = 0  # as last reported: the next generation's prompt
+    started_context_tokens: int = 0  # the context when the running generation started
 
     @property
     def turn_tokens(self) -> int:
@@ -174,6 +177,14 @@ class _Engine:
 _QueueKey = tuple[str, _WaitKind]  # (group id, wait kind)
 
 
+@dataclass(slots=True)
+class _KVBlocks:
+    """What KV residency refused in one dispatch pass, so that nothing later overtakes it."""
+
+    engines: dict[str, _Entry] = field(default_factory=dict)  # engine -> first it could not hold
+    live_full: bool = False  # a new sample found no room in the live set
+
+
 class RolloutScheduler:
     """Events in, decisions out; see the module docstring for the rules.
 
@@ -195,6 +206,11 @@ class RolloutScheduler:
         self._group_engine: dict[str, str] = {}
         self._group_live: dict[str, int] = {}
         self._queue_seq = 0
+        self._residency = (
+            KVResidency(config.prior_turn_tokens, config.prior_peak_context_tokens)
+            if config.kv_residency
+            else None
+        )
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -240,10 +256,18 @@ class RolloutScheduler:
                 if name in self._engines:
                     raise SchedulerError(f"engine {name} was already added")
                 self._engines[name] = _Engine(name, load.max_running_requests, load.kv_headroom)
+                if self._residency is not None:
+                    self._residency.set_capacity(
+                        name, load.kv_capacity_tokens, load.host_kv_capacity_tokens
+                    )
             case EngineStatsUpdated(engine=name, load=load):
                 engine = self._engine(name)
                 engine.max_slots = load.max_running_requests
                 engine.kv_headroom = load.kv_headroom
+                if self._residency is not None:
+                    self._residency.set_capacity(
+                        name, load.kv_capacity_tokens, load.host_kv_capacity_tokens
+                    )
             case EnginePaused(engine=name):
                 self._engine(name).paused = True
             case EngineResumed(engine=name):
@@ -275,7 +299,7 @@ class RolloutScheduler:
     def _on_admitted(self, event: SampleAdmitted) -> None:
         if event.sample_id in self._entries:
             raise SchedulerError(f"sample {event.sample_id} was already admitted")
-        entry = _Entry(Sample(event.sample_id, event.group_id))
+        entry = _Entry(Sample(event.sample_id, event.group_id), context_tokens=event.context_tokens)
         self._entries[event.sample_id] = entry
         self._group_live[event.group_id] = self._group_live.get(event.group_id, 0) + 1
         entry.sample.advance(SampleState.WAIT_GEN)
@@ -286,6 +310,7 @@ class RolloutScheduler:
         self._release_slot(entry)
         entry.turn_tokens_before = 0
         entry.segment_tokens = 0
+        self._turn_written(entry, event.context_tokens)
         if event.episode_done:
             self._finish(entry)
             return
@@ -296,8 +321,12 @@ class RolloutScheduler:
         entry = self._entry_in(event.sample_id, SampleState.GEN)
         preempted = entry.preempt_pending
         self._release_slot(entry)
-        entry.turn_tokens_before += max(event.partial_tokens, entry.segment_tokens)
+        partial = max(event.partial_tokens, entry.segment_tokens)
+        entry.turn_tokens_before += partial
         entry.segment_tokens = 0
+        entry.context_tokens += event.partial_tokens
+        if self._residency is not None:
+            self._residency.release(entry.sample.sample_id)  # it must find room to resume
         entry.sample.advance(SampleState.PREEMPTED if preempted else SampleState.INTERRUPTED)
         self._enqueue(entry)
 
@@ -306,12 +335,24 @@ class RolloutScheduler:
         if event.episode_done:
             self._finish(entry)
             return
+        if event.context_tokens:
+            entry.context_tokens = event.context_tokens
+            if self._residency is not None and self._residency.is_resident(event.sample_id):
+                assert entry.engine is not None
+                self._residency.charge(event.sample_id, entry.engine, entry.context_tokens)
         entry.sample.advance(SampleState.WAIT_GEN)
         self._enqueue(entry)
 
     def _on_priorities(self, assignment: PriorityAssignment) -> list[Decision]:
         before = self._assignment
         self._assignment = assignment
+        if self._residency is not None:
+            for sample_id, entry in self._entries.items():
+                demoted = before.is_critical(entry.sample.group_id) and not assignment.is_critical(
+                    entry.sample.group_id
+                )
+                if demoted and entry.sample.state is not SampleState.GEN:
+                    self._residency.release(sample_id)  # its KV is no longer protected
         return [
             PriorityChanged(sample_id, assignment.is_critical(entry.sample.group_id))
             for sample_id, entry in sorted(self._entries.items())
@@ -322,8 +363,14 @@ class RolloutScheduler:
     # -- dispatch --------------------------------------------------------------------------
 
     def _dispatch(self, now_s: float) -> list[Decision]:
-        """Fill free slots in queue order, then preempt for critical samples still waiting."""
+        """Fill free slots in queue order, then preempt for critical samples still waiting.
+
+        With KV residency, an engine whose KV cannot hold the next sample in order takes no
+        later one in this pass (a smaller context must not overtake it); the first critical
+        sample blocked that way may preempt low-priority generations for room.
+        """
         decisions: list[Decision] = []
+        kv_blocked = _KVBlocks()
         if self._has_free_slot():
             for entry in self._waiting_in_order():
                 if not self._has_free_slot():
@@ -331,11 +378,12 @@ class RolloutScheduler:
                 high = self._assignment.is_critical(entry.sample.group_id)
                 if not high and not self._low_work_may_start():
                     break  # levels are in order: only low-priority samples remain
-                engine = self._pick_engine(entry, high)
+                engine = self._pick_engine(entry, high, kv_blocked)
                 if engine is not None:
                     decisions.append(self._start(entry, engine, now_s))
         if self._config.preemption:
             decisions.extend(self._preemptions())
+            decisions.extend(self._kv_preemptions(kv_blocked.engines))
         return decisions
 
     def _waiting_in_order(self, *, high_only: bool = False) -> Iterator[_Entry]:
@@ -369,12 +417,34 @@ class RolloutScheduler:
             for e in self._engines.values()
         )
 
-    def _pick_engine(self, entry: _Entry, high: bool) -> _Engine | None:
+    def _pick_engine(self, entry: _Entry, high: bool, kv_blocked: _KVBlocks) -> _Engine | None:
+        residency, sample_id = self._residency, entry.sample.sample_id
+        resident = residency is not None and residency.is_resident(sample_id)
         usable = [
             engine
             for engine in self._candidate_engines(entry)
-            if engine.free_slots and (high or self._headroom_allows_low(engine))
+            if engine.free_slots
+            and (high or self._headroom_allows_low(engine))
+            and (resident or engine.name not in kv_blocked.engines)  # held KV: never blocked
         ]
+        if (
+            residency is not None
+            and entry.new
+            and usable
+            and (kv_blocked.live_full or not residency.new_sample_fits(entry.context_tokens))
+        ):
+            kv_blocked.live_full = True  # no later new sample may overtake it
+            return None
+        if residency is not None:
+            fitting = [
+                engine
+                for engine in usable
+                if residency.fits(sample_id, engine.name, entry.context_tokens)
+            ]
+            for engine in usable:
+                if engine not in fitting:
+                    kv_blocked.engines.setdefault(engine.name, entry)
+            usable = fitting
         if not usable:
             return None
         preferred = self._group_engine.get(entry.sample.group_id)
@@ -402,6 +472,12 @@ class RolloutScheduler:
         entry.new = False
         entry.started_at_s = now_s
         entry.segment_tokens = 0
+        entry.started_context_tokens = entry.context_tokens
+        if self._residency is not None:
+            self._residency.set_live(entry.sample.sample_id, entry.context_tokens)
+            self._residency.charge_generation(
+                entry.sample.sample_id, engine.name, entry.context_tokens
+            )
         self._group_engine.setdefault(entry.sample.group_id, engine.name)
         return StartGeneration(
             entry.sample.sample_id,
@@ -422,7 +498,10 @@ class RolloutScheduler:
         for entry in itertools.chain((first,), waiting):
             if not victims and not any(freeing.values()):
                 break
-            targets = [engine.name for engine in self._candidate_engines(entry)]
+            candidates = self._candidate_engines(entry)
+            if any(engine.free_slots for engine in candidates):
+                continue  # it waits for KV or live-set room, not for a slot
+            targets = [engine.name for engine in candidates]
             claimed = next((name for name in targets if freeing.get(name, 0) > 0), None)
             if claimed is not None:
                 freeing[claimed] -= 1
@@ -450,6 +529,45 @@ class RolloutScheduler:
                     for_sample_id=entry.sample.sample_id,
                 )
             )
+        return decisions
+
+    def _kv_preemptions(self, kv_blocked: dict[str, _Entry]) -> list[Decision]:
+        """Make device KV room for the first critical sample each engine could not hold.
+
+        Victims are that engine's running low-priority generations, best victim first, until
+        the room they free (with what earlier preemptions are already freeing) covers its need.
+        """
+        residency = self._residency
+        if residency is None:
+            return []
+        decisions: list[Decision] = []
+        victims = self._victims_by_engine()
+        for name, waiting in sorted(kv_blocked.items()):
+            if not self._assignment.is_critical(waiting.sample.group_id):
+                continue
+            engine = self._engines[name]
+            room = residency.room(name) or 0
+            room += sum(residency.held(sample_id) for sample_id in engine.draining)
+            need = residency.need(waiting.sample.sample_id, name, waiting.context_tokens)
+            for victim in victims.get(name, []):
+                if room >= need:
+                    break
+                room += residency.held(victim.sample.sample_id)
+                victim.preempt_pending = True
+                engine.draining.add(victim.sample.sample_id)
+                decisions.append(
+                    Preempt(
+                        victim.sample.sample_id,
+                        name,
+                        reason=(
+                            f"critical sample {waiting.sample.sample_id} needs {need} tokens "
+                            f"of device KV on engine {name}; {victim.sample.sample_id} is the "
+                            f"low-priority generation with the least work in its turn "
+                            f"({victim.turn_tokens} tokens)"
+                        ),
+                        for_sample_id=waiting.sample.sample_id,
+                    )
+                )
         return decisions
 
     def _victims_by_engine(self) -> dict[str, list[_Entry]]:
@@ -498,6 +616,23 @@ class RolloutScheduler:
             del self._queues[key]
             self._levels = None
 
+    def _turn_written(self, entry: _Entry, context_tokens: int) -> None:
+        """A generation ended with `context_tokens`: a critical sample keeps its device KV
+        through the tool call, a low-priority one gives it up (see kv_residency)."""
+        if not context_tokens:
+            return
+        entry.context_tokens = context_tokens
+        residency = self._residency
+        if residency is None:
+            return
+        residency.set_live(entry.sample.sample_id, context_tokens)
+        residency.turn_written(context_tokens - entry.started_context_tokens)
+        critical = self._assignment.is_critical(entry.sample.group_id)
+        if critical and self._config.hold_critical_kv and entry.engine is not None:
+            residency.charge(entry.sample.sample_id, entry.engine, context_tokens)
+        else:
+            residency.release(entry.sample.sample_id)
+
     def _release_slot(self, entry: _Entry) -> None:
         if entry.engine is not None:
             engine = self._engine(entry.engine)
@@ -513,6 +648,8 @@ class RolloutScheduler:
             self._dequeue(entry)
         entry.sample.advance(SampleState.DONE)
         del self._entries[sample_id]
+        if self._residency is not None:
+            self._residency.sample_finished(sample_id)
         group_id = entry.sample.group_id
         self._group_live[group_id] -= 1
         if self._group_live[group_id] == 0:

@@ -40,6 +40,8 @@ class EngineLoad:
 
     max_running_requests: int  # generation slots
     kv_headroom: float  # fraction of device KV free, 0..1 (evictable cache counts as free)
+    kv_capacity_tokens: int = 0  # device KV pool (tokens); 0 = unknown (no KV residency gate)
+    host_kv_capacity_tokens: int = 0  # host KV tier (tokens); 0 = none or unknown
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +83,7 @@ class SampleAdmitted:
     sample_id: str
     group_id: str
     now_s: float = 0.0
+    context_tokens: int = 0  # its prompt (what its first generation must hold in KV)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +102,7 @@ class GenerationFinished:
     sample_id: str
     episode_done: bool = False
     now_s: float = 0.0
+    context_tokens: int = 0  # prompt + everything generated so far
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +129,7 @@ class ActFinished:
     sample_id: str
     episode_done: bool = False
     now_s: float = 0.0
+    context_tokens: int = 0  # with the observation appended: what the next turn's prompt is
 
 
 @dataclass(frozen=True, slots=True)

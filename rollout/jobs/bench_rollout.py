@@ -32,6 +32,8 @@ __all__ = [
     "Spread",
     "Variant",
     "best_of_sweeps",
+    "comparison_rows",
+    "markdown_table",
     "parse_sweep",
     "ratios_to_ours",
     "run_seeds",
@@ -164,3 +166,52 @@ def run_seeds(
             run = run_virtual(simulate_policy(simulation, policy))
             per_policy.setdefault(policy.name, []).append(run.summary)
     return [SeedSpread(name, tuple(summaries)) for name, summaries in per_policy.items()]
+
+
+COLUMNS = ("policy", "T_next", "÷ ours", "counts", "÷ floor", "length bias", "staleness",
+           "E_rollout", "busy", "KV hit", "recomputed tokens", "preemptions")  # fmt: skip
+
+
+def comparison_rows(
+    results: Sequence[SeedSpread], ratios: Mapping[str, Ratio]
+) -> tuple[tuple[str, ...], list[list[str]]]:
+    """The comparison table as text cells: `COLUMNS`, then one row per policy."""
+    rows = []
+    for result in results:
+        ratio = ratios.get(result.policy)
+
+        def cell(pick: Callable[[RunSummary], float | None], digits: int) -> str:
+            figure = result.figure(pick)  # noqa: B023 (used at once)
+            return "—" if figure is None else figure.text(digits=digits)
+
+        rows.append(
+            [
+                result.policy,
+                result.t_next().text(" s"),
+                "—" if ratio is None else ratio.spread.text("×", digits=2),
+                "—" if ratio is None else ("yes" if ratio.decisive else "no"),
+                cell(lambda s: s.over_floor, 2),
+                cell(lambda s: s.length_bias, 3),
+                cell(lambda s: s.staleness_mean, 2),
+                cell(lambda s: s.e_rollout, 3),
+                cell(lambda s: s.busy_fraction, 3),
+                cell(lambda s: s.kv_hit_rate, 3),
+                cell(lambda s: float(s.recomputed_tokens), 0),
+                cell(lambda s: float(s.preemptions), 0),
+            ]
+        )
+    return COLUMNS, rows
+
+
+def markdown_table(
+    title: str, columns: Sequence[str], rows: Sequence[Sequence[str]], notes: Sequence[str] = ()
+) -> str:
+    """A titled Markdown table (pipes in cells escaped), then one line per note."""
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
+
+    parts = [f"**{title}**", "", line(columns), line(["---"] * len(columns))]
+    parts += [line(row) for row in rows]
+    parts += ["", *notes, "", ""]
+    return "\n".join(parts)

@@ -24,7 +24,8 @@ inserts new work whenever a slot frees (ROLL-Flash-style); `kv_throttle` admits 
 above a KV watermark (Concur-style). The ablations of ours remove exactly one mechanism from the
 `conductor` preset (everything else, the live-KV gate included, stays): `no_priority` (critical
 groups), `no_preemption`, `no_kv_hints` (priority KV and its session hints: LRU KV instead),
-`no_live_gate`.
+`no_live_gate`, `no_kv_residency` (the per-turn device-KV check and KV-pressure preemption of
+rollout/core/kv_residency.py).
 
 A run names presets, or derives its own with `resolve_policy_spec`: a mapping with a `name`, a
 `base` preset (default `conductor`) and any `PolicyConfig` flags to change, for example
@@ -78,6 +79,7 @@ def builtin_policies() -> Mapping[str, PolicyConfig]:
             ours, "no_kv_hints", "priority KV and hints (LRU KV)", kv_hints=False, kv_policy="lru"
         ),
         _without(ours, "no_live_gate", "the live-KV gate", live_kv_budget=0.0),
+        _without(ours, "no_kv_residency", "per-turn KV residency", kv_residency=False),
     ]
     return MappingProxyType({policy.name: policy for policy in presets})
 
@@ -102,6 +104,7 @@ def _fcfs(name: str, description: str, **changes: object) -> PolicyConfig:
         "kv_policy": "lru",
         "kv_hints": False,
         "engine_priority_scheduling": False,
+        "kv_residency": False,
     }
     return PolicyConfig.model_validate(
         {"name": name, "description": f"{description}; FCFS, LRU KV", **baseline, **changes}

@@ -10,9 +10,9 @@ gives the same conductor to a trainer loop of your own instead.
 from __future__ import annotations
 
 import gc
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +24,12 @@ from rollout.core.predictors import build_predictor
 from rollout.engines.sim import ServedModelConfig, SimEngineConfig
 from rollout.jobs.config import SimulateConfig, shape_rollout
 from rollout.jobs.summary import summarize_conductor_run
+from rollout.observe.engine_work import EngineWork
 from rollout.observe.recorder import RunRecorder
-from rollout.observe.run_summary import RunSummary
-from rollout.runtime.conductor import Conductor
+from rollout.observe.run_summary import BatchDigest, RunSummary
+from rollout.runtime.conductor import Conductor, ConductorStats
 from rollout.runtime.config import AgentLoopConfig, PolicyConfig
+from rollout.sim.lower_bound import engine_floor_s, script_tokens
 from rollout.sim.setup import SimStack, build_sim_stack
 from rollout.sim.trainer import SimulatedTrainer
 from rollout.sim.workload import WorkloadConfig
@@ -155,7 +157,45 @@ async def simulate_policy(
     summary = summarize_conductor_run(
         policy.name, digests, conductor, elapsed_s=elapsed_s, busy_s=busy_s
     )
+    summary = with_script_figures(summary, simulation, stack, digests, conductor.stats)
     return PolicyRun(summary, run_dir, stack.kv_backend)
+
+
+def with_script_figures(
+    summary: RunSummary,
+    simulation: Simulation,
+    stack: SimStack,
+    digests: Sequence[BatchDigest],
+    stats: ConductorStats,
+) -> RunSummary:
+    """`summary` with the engine-time floor of the consumed samples and the length bias: the
+    planned lengths (scripts) of the consumed samples against those of every admitted group's
+    (admitted groups take workload groups 0, 1, ... in the order they open)."""
+    engine = simulation.engine
+    work = sum((digest.work for digest in digests), EngineWork())
+    floor_s = engine_floor_s(
+        work,
+        simulation.model.cost,
+        kv_pool_tokens=simulation.model.kv_capacity_tokens(engine.page_tokens),
+        slots=engine.max_running_requests,
+    )
+    consumed = [
+        script_tokens(script)
+        for digest in digests
+        for group_id in digest.group_ids
+        for script in stack.workload.group(stack.sessions.group_index(group_id))
+    ]
+    admitted = [
+        script_tokens(script)
+        for index in range(stats.admitted_groups)
+        for script in stack.workload.group(index)
+    ]
+    return replace(
+        summary,
+        floor_t_next_s=floor_s / len(digests) if digests else None,
+        consumed_tokens_mean=sum(consumed) / len(consumed) if consumed else None,
+        admitted_tokens_mean=sum(admitted) / len(admitted) if admitted else None,
+    )
 
 
 @asynccontextmanager

@@ -10,9 +10,10 @@ prompt tokens served from the prefix cache over prompt tokens sent. Pure: values
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
+from rollout.observe.engine_work import EngineWork, trajectory_work
 from rollout.observe.timeseries import EngineCounters
 from rollout.trajectories.batch import Batch
 
@@ -45,6 +46,25 @@ class RunSummary:
     rewards_mean: float | None
     samples: int
     infra_failures: int
+    staleness_mean: float | None = None  # steps, over consumed groups
+    # Set by a simulation, which knows every sample's script (SIMULATED):
+    consumed_tokens_mean: float | None = None  # planned final context of consumed samples
+    admitted_tokens_mean: float | None = None  # the same over every admitted group's samples
+    floor_t_next_s: float | None = None  # rollout.sim.lower_bound over the consumed samples
+
+    @property
+    def length_bias(self) -> float | None:
+        """Consumed ÷ admitted mean trajectory length: < 1 means the batches lean short."""
+        if not self.consumed_tokens_mean or not self.admitted_tokens_mean:
+            return None
+        return self.consumed_tokens_mean / self.admitted_tokens_mean
+
+    @property
+    def over_floor(self) -> float | None:
+        """Mean T_next ÷ its floor (≥ 1; how much is not engine work of consumed samples)."""
+        if not self.floor_t_next_s or not self.t_next_s:
+            return None
+        return self.mean_t_next_s / self.floor_t_next_s
 
     @property
     def mean_t_next_s(self) -> float:
@@ -73,6 +93,9 @@ class BatchDigest:
     rewards: tuple[float, ...]  # of its trainable samples
     samples: int
     infra_failures: int
+    group_ids: tuple[str, ...] = ()
+    staleness: tuple[int, ...] = ()  # per group
+    work: EngineWork = field(default_factory=EngineWork)  # of its samples, each token once
 
 
 def digest_batch(batch: Batch) -> BatchDigest:
@@ -90,6 +113,9 @@ def digest_batch(batch: Batch) -> BatchDigest:
         rewards=tuple(t.reward for t in trajectories if t.is_trainable and t.reward is not None),
         samples=len(trajectories),
         infra_failures=sum(1 for t in trajectories if t.infra_error is not None),
+        group_ids=batch.group_ids,
+        staleness=tuple(batch.staleness()),
+        work=sum((trajectory_work(t) for t in trajectories), EngineWork()),
     )
 
 
@@ -114,6 +140,8 @@ def summarize_run(
     useful = sum(batch.useful_s for batch in batches)
     waiting = sum(batch.waiting_s for batch in batches)
     rewards = [reward for batch in batches for reward in batch.rewards]
+    samples = sum(batch.samples for batch in batches)
+    staleness = [value for batch in batches for value in batch.staleness]
     prompt = sum(c.prompt_tokens for c in counters.values())
     cached = sum(c.cached_tokens for c in counters.values())
     return RunSummary(
@@ -127,6 +155,7 @@ def summarize_run(
         preemptions=dispatch.preemptions,
         interruptions=dispatch.interruptions,
         rewards_mean=sum(rewards) / len(rewards) if rewards else None,
-        samples=sum(batch.samples for batch in batches),
+        samples=samples,
         infra_failures=sum(batch.infra_failures for batch in batches),
+        staleness_mean=sum(staleness) / len(staleness) if staleness else None,
     )

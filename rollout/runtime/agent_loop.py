@@ -98,7 +98,14 @@ class AgentLoop:
                 return self._result(infra_error=f"env_start_failed: {exc}")
             self._record = TrajectoryBuilder(prompt)
             self._env_init_s = self._now() - started_s
-            self._report(SampleAdmitted(self._sample.sample_id, self._group_id, self._now()))
+            self._report(
+                SampleAdmitted(
+                    self._sample.sample_id,
+                    self._group_id,
+                    self._now(),
+                    context_tokens=self._record.length,
+                )
+            )
             self._in_scheduler = True
             try:
                 return await self._episode()
@@ -127,14 +134,18 @@ class AgentLoop:
         sample_id = self._sample.sample_id
         while True:
             turn = await self._generate_turn()
-            self._report(GenerationFinished(sample_id, now_s=self._now()))
+            self._report(
+                GenerationFinished(sample_id, now_s=self._now(), context_tokens=self._record.length)
+            )
             outcome = await self._act(turn)
             self._record_turn(turn, outcome)
             ending = self._ending(outcome)
             if ending is not None:
                 self._leave_scheduler(ActFinished(sample_id, episode_done=True, now_s=self._now()))
                 return ending
-            self._report(ActFinished(sample_id, now_s=self._now()))
+            self._report(
+                ActFinished(sample_id, now_s=self._now(), context_tokens=self._record.length)
+            )
             self._host.turn_boundary(
                 SampleProgress(
                     sample_id=sample_id,

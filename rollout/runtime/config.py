@@ -66,6 +66,13 @@ class PolicyConfig(FrozenConfig):
         description="action: a sample holds a generation slot only while it generates; "
         "trajectory: it holds an agent slot for its whole trajectory, tool time included.",
     )
+    kv_residency: bool = Field(
+        default=True,
+        description="Start each generation only while the contexts the device KV must hold "
+        "(generating samples, critical samples in tool calls) fit its pool, and preempt "
+        "low-priority generations when a critical one does not fit (rollout/core/"
+        "kv_residency.py).",
+    )
     live_kv_budget: float = Field(
         default=0.0,
         ge=0.0,
@@ -149,6 +156,7 @@ def rollout_config_for(policy: PolicyConfig, rollout: RolloutConfig) -> RolloutC
     scheduler = rollout.scheduler.model_copy(
         update={
             "preemption": policy.preemption and policy.critical_priority,
+            "kv_residency": policy.kv_residency,
             "low_priority_kv_watermark": policy.low_priority_kv_watermark,
         }
     )

@@ -211,4 +211,5 @@ def scheduler_view(stats: EngineStats) -> EngineLoad:
         evictable = int(stats.extra.get("kv_evictable_tokens", 0))
         used = max(0, stats.kv_used_tokens - evictable)
     headroom = replace(stats, kv_used_tokens=used).kv_headroom
-    return EngineLoad(stats.max_running_requests, headroom)
+    host = int(stats.extra.get("kv_host_capacity_tokens", 0))
+    return EngineLoad(stats.max_running_requests, headroom, stats.kv_capacity_tokens, host)

@@ -117,6 +117,10 @@ class SimWorkloadSessions:
         self._group_index: dict[str, int] = {}
         self._scripts: dict[str, SampleScript] = {}
 
+    def group_index(self, group_id: str) -> int:
+        """The workload group a conductor group plays (KeyError if none of it opened)."""
+        return self._group_index[group_id]
+
     async def open(self, sample: SampleRef) -> SimEnvSession:
         group_index = self._group_index.setdefault(sample.group.group_id, len(self._group_index))
         env = self._workload.make_env(group_index, sample.index)

@@ -218,3 +218,25 @@ class TestTrackerMatchesAFreshComputation:
                 dict(expected.ranks),
                 dict(expected.closure_costs_s),
             )
+
+
+def test_a_window_lets_only_the_oldest_groups_compete_on_cost() -> None:
+    groups = [
+        group("old_dear", 90, order=0),
+        group("old_cheap", 20, order=1),
+        group("mid", 50, order=2),
+        group("young_cheapest", 1, order=3),
+    ]
+
+    def critical(slack: int | None) -> frozenset[str]:
+        return assign_priorities(
+            groups,
+            ready_groups=0,
+            training_step=5,
+            admission=ADMISSION,
+            priority=PriorityConfig(deadline_margin_steps=0, window_slack_groups=slack),
+        ).critical
+
+    assert critical(None) == {"young_cheapest", "old_cheap"}  # cheapest anywhere
+    assert critical(0) == {"old_dear", "old_cheap"}  # D = 2 oldest: FIFO
+    assert critical(1) == {"old_cheap", "mid"}  # cheapest 2 of the oldest 3

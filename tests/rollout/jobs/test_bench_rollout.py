@@ -68,3 +68,24 @@ def test_the_best_value_of_a_sweep_is_the_one_with_the_lowest_mean_t_next() -> N
     one_slot, eight = results[1], results[2]
     assert one_slot.t_next().mean > eight.t_next().mean  # one live sample at a time is slow
     assert best_of_sweeps(results, variants) == {"traj_async": "traj_async[agent_slots=8]"}
+
+
+def test_every_simulated_run_stays_above_its_floor_and_measures_its_length_bias() -> None:
+    results = run_seeds(SHORT, [*SMALL, "policies=[conductor, traj_async, sync]"], [0, 1])
+    for result in results:
+        for summary in result.summaries:
+            assert summary.floor_t_next_s is not None and summary.floor_t_next_s > 0
+            assert summary.over_floor is not None and summary.over_floor >= 1.0
+            assert summary.length_bias is not None and summary.length_bias > 0
+            assert summary.staleness_mean is not None and summary.staleness_mean >= 0
+
+
+def test_the_command_appends_its_table_as_markdown(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "bench.md"
+    overrides = [*SMALL, "policies=[conductor, sync]"]
+    args = ["rollout", str(SHORT), *overrides, "--seeds", "0", "--markdown", str(out)]
+    done = CliRunner().invoke(app, args)
+    assert done.exit_code == 0, done.output
+    text = out.read_text()
+    assert text.startswith("**SIMULATED") and "| policy | T_next |" in text
+    assert "| sync |" in text and "÷ floor" in text

@@ -1,0 +1,144 @@
+"""`KVResidency`: the contexts an engine's device KV must hold, and whether one more fits.
+
+The live-KV budget at sample start (`rollout.core.live_gate`) counts a newcomer at the size of a
+first context; contexts then grow by about a thousand tokens a turn for dozens of turns, the
+live set outgrows the pool and the engine thrashes (simulated on the 32B-like SWE case: 15 M
+tokens recomputed, against 0.7 M for trajectory-level async at 12 agent slots). Residency is
+checked at every generation instead, against what the device must really hold:
+
+* a sample that generates is **resident**, charged its context plus a reserve for the turn it
+  writes (the mean tokens a turn has added so far, `prior_turn_tokens` before any);
+* a critical sample stays resident through its tool call: the KV manager protects its KV
+  (`high_ref`), so it is still on the device when the tool returns;
+* a low-priority sample stops being resident when its turn ends: the KV manager offloads its KV
+  to host during the tool call (`tool_wait`), and it must find room again for its next turn.
+
+A generation may start on an engine while its resident charges plus the newcomer's fit the pool;
+an engine with nothing resident takes anything (one sample always makes progress), and a sample
+already resident always may (its context is held; waiting would only deadlock critical samples
+that hold the pool between them). Pure
+accounting (no clock, no I/O); the scheduler decides the order and whom to preempt for room.
+"""
+
+from __future__ import annotations
+
+__all__ = ["KVResidency"]
+
+
+class KVResidency:
+    """Per-engine device-KV charges of resident samples (see the module docstring)."""
+
+    def __init__(self, prior_turn_tokens: int, prior_peak_tokens: int = 0) -> None:
+        self._capacity: dict[str, int] = {}
+        self._host_capacity: dict[str, int] = {}
+        self._live: dict[str, int] = {}  # started, unfinished sample -> context tokens
+        self._prior_peak_tokens = prior_peak_tokens
+        self._finished = 0
+        self._finished_tokens = 0
+        self._charged: dict[str, int] = {}  # engine -> tokens charged
+        self._charges: dict[str, tuple[str, int]] = {}  # sample -> (engine, tokens)
+        self._prior_turn_tokens = prior_turn_tokens
+        self._turns = 0
+        self._turn_tokens = 0
+
+    def set_capacity(self, engine: str, tokens: int, host_tokens: int = 0) -> None:
+        """The engine's device KV pool and host tier; 0 = unknown (everything fits)."""
+        self._capacity[engine] = tokens
+        self._host_capacity[engine] = host_tokens
+        self._charged.setdefault(engine, 0)
+
+    # -- the live set: every started sample's context, on device or on host ---------------
+
+    def expected_peak(self) -> int:
+        """A sample's expected final context: the mean over finished samples, else the prior."""
+        if not self._finished:
+            return self._prior_peak_tokens
+        return round(self._finished_tokens / self._finished)
+
+    def new_sample_fits(self, context_tokens: int) -> bool:
+        """Whether one more sample may start: every live sample, projected at least to the
+        expected final context, must fit device and host KV together (a context that fits
+        neither is dropped and recomputed later). Unknown capacity or none live: yes."""
+        total = sum(self._capacity.values()) + sum(self._host_capacity.values())
+        if not self._live or not all(self._capacity.values()):
+            return True
+        peak = self.expected_peak()
+        projected = sum(max(tokens, peak) for tokens in self._live.values())
+        return projected + max(context_tokens, peak) <= total
+
+    def set_live(self, sample_id: str, context_tokens: int) -> None:
+        """A started sample's context is now `context_tokens` (it counts from its first start)."""
+        self._live[sample_id] = context_tokens
+
+    def sample_finished(self, sample_id: str) -> None:
+        """The sample ended: it leaves the live set, its final context feeds the estimate."""
+        final = self._live.pop(sample_id, None)
+        if final is not None:
+            self._finished += 1
+            self._finished_tokens += final
+        self.release(sample_id)
+
+    def charged_tokens(self, engine: str) -> int:
+        return self._charged.get(engine, 0)
+
+    def is_resident(self, sample_id: str) -> bool:
+        return sample_id in self._charges
+
+    def turn_reserve(self) -> int:
+        """Tokens a generation is expected to add: the mean over turns seen, else the prior."""
+        if not self._turns:
+            return self._prior_turn_tokens
+        return round(self._turn_tokens / self._turns)
+
+    def need(self, sample_id: str, engine: str, context_tokens: int) -> int:
+        """Extra tokens the engine must find for `sample_id` to generate there now."""
+        wanted = context_tokens + self.turn_reserve()
+        held = self._charges.get(sample_id)
+        already = held[1] if held is not None and held[0] == engine else 0
+        return max(0, wanted - already)
+
+    def room(self, engine: str) -> int | None:
+        """Tokens still free on `engine` (None: unknown capacity, no limit)."""
+        capacity = self._capacity.get(engine, 0)
+        if capacity <= 0:
+            return None
+        return capacity - self._charged.get(engine, 0)
+
+    def fits(self, sample_id: str, engine: str, context_tokens: int) -> bool:
+        """Whether `sample_id` may generate on `engine` now."""
+        room = self.room(engine)
+        if room is None or not self._charged.get(engine, 0):
+            return True
+        held = self._charges.get(sample_id)
+        if held is not None and held[0] == engine:
+            return True  # it already holds its context there; only its next turn is new
+        return self.need(sample_id, engine, context_tokens) <= room
+
+    def charge(self, sample_id: str, engine: str, tokens: int) -> None:
+        """Hold `tokens` of `engine`'s KV for `sample_id` (replacing what it held)."""
+        self.release(sample_id)
+        self._charges[sample_id] = (engine, tokens)
+        self._charged[engine] = self._charged.get(engine, 0) + tokens
+
+    def charge_generation(self, sample_id: str, engine: str, context_tokens: int) -> None:
+        """`sample_id` starts a generation on `engine` with a `context_tokens` prompt."""
+        self.charge(sample_id, engine, context_tokens + self.turn_reserve())
+
+    def turn_written(self, added_tokens: int) -> None:
+        """A turn added `added_tokens` to some context (feeds the reserve)."""
+        if added_tokens > 0:
+            self._turns += 1
+            self._turn_tokens += added_tokens
+
+    def release(self, sample_id: str) -> int:
+        """`sample_id` no longer needs device KV; returns the tokens it held."""
+        held = self._charges.pop(sample_id, None)
+        if held is None:
+            return 0
+        engine, tokens = held
+        self._charged[engine] -= tokens
+        return tokens
+
+    def held(self, sample_id: str) -> int:
+        held = self._charges.get(sample_id)
+        return 0 if held is None else held[1]

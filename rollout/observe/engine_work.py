@@ -1,0 +1,55 @@
+"""`EngineWork`: the tokens a set of trajectories asked the engine to compute, counted once.
+
+Read off a trajectory's turn spans (its prompt, then per turn the generated tokens, decoded at a
+growing context, and the observation, prefilled on top), so it is exact for what really ran and
+knows nothing of caching or recomputation. `rollout.sim.lower_bound` turns it into a floor of
+engine time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rollout.core.types import Trajectory
+
+__all__ = ["EngineWork", "trajectory_work"]
+
+
+@dataclass(frozen=True, slots=True)
+class EngineWork:
+    """What a set of samples asks of the engine, summed."""
+
+    decode_tokens: int = 0
+    decode_context_tokens: int = 0  # Σ L over decoded tokens (the context each one reads)
+    prefill_tokens: int = 0
+    prefill_attention: float = 0.0  # Σ n(p + n/2) over prefilled spans
+    longest_decode_tokens: int = 0  # of one sample (it decodes one token per step)
+
+    def __add__(self, other: EngineWork) -> EngineWork:
+        return EngineWork(
+            self.decode_tokens + other.decode_tokens,
+            self.decode_context_tokens + other.decode_context_tokens,
+            self.prefill_tokens + other.prefill_tokens,
+            self.prefill_attention + other.prefill_attention,
+            max(self.longest_decode_tokens, other.longest_decode_tokens),
+        )
+
+
+def _prefill_units(new_tokens: int, prefix_tokens: int) -> float:
+    return new_tokens * (prefix_tokens + new_tokens / 2)
+
+
+def trajectory_work(trajectory: Trajectory) -> EngineWork:
+    """The engine work of one trajectory (see the module docstring)."""
+    prompt = trajectory.prompt_tokens
+    decode_tokens = decode_context = 0
+    prefill_tokens, attention = prompt, _prefill_units(prompt, 0)
+    for turn in trajectory.turns:
+        n = turn.gen_end - turn.gen_start
+        decode_tokens += n
+        decode_context += n * turn.gen_start + n * (n - 1) // 2  # contexts gen_start .. gen_end-1
+        m = turn.obs_end - turn.obs_start
+        if m > 0:
+            prefill_tokens += m
+            attention += _prefill_units(m, turn.obs_start)
+    return EngineWork(decode_tokens, decode_context, prefill_tokens, attention, decode_tokens)
