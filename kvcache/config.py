@@ -82,6 +82,12 @@ class KVCacheConfig(FrozenConfig):
         description="Priority policy: offload a low-priority session's exclusive KV when its "
         "tool starts (ablation switch).",
     )
+    tool_wait_offload_high: bool = Field(
+        default=False,
+        description="Priority policy: offload a high-priority session's KV too when its tool "
+        "is predicted to outlast the round trip (it is prefetched before the return); off: "
+        "critical sessions keep their KV on device through every tool call.",
+    )
     prefetch_margin_s: float = Field(
         default=0.05,
         ge=0,

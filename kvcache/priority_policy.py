@@ -133,7 +133,7 @@ class PriorityKVPolicy(CachePolicyBase):
         state.offloaded = False
         state.prefetch_ready_s = None
         state.prefetch_seq = -1
-        if state.priority is Priority.HIGH:
+        if state.priority is Priority.HIGH and not self._config.tool_wait_offload_high:
             return ()  # critical sessions keep their KV on device while the tool runs
         decisions: tuple[KVDecision, ...] = ()
         if self._config.tool_wait_offload:

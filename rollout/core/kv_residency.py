@@ -8,10 +8,12 @@ checked at every generation instead, against what the device must really hold:
 
 * a sample that generates is **resident**, charged its context plus a reserve for the turn it
   writes (the mean tokens a turn has added so far, `prior_turn_tokens` before any);
-* a critical sample stays resident through its tool call: the KV manager protects its KV
-  (`high_ref`), so it is still on the device when the tool returns;
-* a low-priority sample stops being resident when its turn ends: the KV manager offloads its KV
-  to host during the tool call (`tool_wait`), and it must find room again for its next turn.
+* a sample stops being resident when its turn ends: the KV manager offloads its KV to host for
+  a tool call that outlasts the round trip (`tool_wait`) and prefetches it before the tool
+  returns, and the sample must find room again for its next turn;
+* with `hold_critical_kv`, a critical sample stays resident through its tool call instead (the
+  KV manager keeps its KV on device, `high_ref`). Measured on the 32B-like SWE case this holds
+  pool space no generation uses: off is the default.
 
 A generation may start on an engine while its resident charges plus the newcomer's fit the pool;
 an engine with nothing resident takes anything (one sample always makes progress), and a sample

@@ -52,6 +52,20 @@ def test_high_priority_tool_wait_keeps_kv_on_device() -> None:
     assert path_on_device(policy, CTX)
 
 
+def test_a_high_priority_session_is_offloaded_too_when_configured_and_the_tool_is_long() -> None:
+    policy = spec_policy(tool_wait_offload_high=True)
+    policy.open("a", Priority.HIGH, 0.0)
+    run_turn(policy, CTX, 0.0, session_id="a", priority=Priority.HIGH)
+    decisions = policy.tool_wait("a", 1000.0, 1.0)
+    assert any(isinstance(d, OffloadDecision) for d in decisions)
+    assert not path_on_device(policy, CTX)
+    short = spec_policy(tool_wait_offload_high=True)
+    short.open("b", Priority.HIGH, 0.0)
+    run_turn(short, CTX, 0.0, session_id="b", priority=Priority.HIGH)
+    assert short.tool_wait("b", 0.01, 1.0) == ()  # back before the round trip: kept
+    assert path_on_device(short, CTX)
+
+
 def test_tool_returning_before_the_round_trip_pays_off_is_not_offloaded() -> None:
     policy = waiting_low_session(expected_s=8.5)
     assert path_on_device(policy, CTX)

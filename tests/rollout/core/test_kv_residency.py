@@ -79,10 +79,19 @@ def test_new_samples_start_while_the_live_set_at_its_expected_peak_fits_device_p
 class World:
     """One engine with `slots` slots and a `kv`-token pool; one second per event."""
 
-    def __init__(self, *, kv: int = 1_000, slots: int = 8, host: int = 0, reserve: int = 0):
+    def __init__(
+        self,
+        *,
+        kv: int = 1_000,
+        slots: int = 8,
+        host: int = 0,
+        reserve: int = 0,
+        hold: bool = False,
+    ):
         config = SchedulerConfig(
             low_priority_kv_watermark=0.0,
             kv_residency=True,
+            hold_critical_kv=hold,
             prior_turn_tokens=reserve,
             prior_peak_context_tokens=0,
         )
@@ -126,8 +135,20 @@ def test_a_generation_waits_while_the_device_kv_cannot_hold_it_and_later_ones_wa
     assert starts(decisions) == ["b", "c"]
 
 
-def test_a_low_priority_sample_gives_up_its_kv_in_a_tool_call_and_a_critical_one_keeps_it() -> None:
+def test_every_sample_gives_up_its_device_kv_when_its_turn_ends_by_default() -> None:
     world = World(kv=1_000, host=2_000)
+    world.critical("HI")
+    world.admit("hi", 300)
+    world.admit("lo", 300)
+    residency = world.scheduler._residency
+    assert residency is not None and residency.is_resident("hi")
+    world.do(GenerationFinished("hi", context_tokens=400))
+    world.do(GenerationFinished("lo", context_tokens=400))
+    assert not residency.is_resident("hi") and not residency.is_resident("lo")
+
+
+def test_with_hold_critical_kv_a_critical_sample_keeps_its_kv_through_a_tool_call() -> None:
+    world = World(kv=1_000, host=2_000, hold=True)
     world.critical("HI")
     world.admit("hi", 300)
     world.admit("lo", 300)
@@ -142,7 +163,7 @@ def test_a_low_priority_sample_gives_up_its_kv_in_a_tool_call_and_a_critical_one
 
 
 def test_a_critical_sample_that_holds_its_kv_is_never_blocked_by_one_that_does_not_fit() -> None:
-    world = World(kv=1_000, host=2_000)
+    world = World(kv=1_000, host=2_000, hold=True)
     world.critical("HOLD", "BIG")
     world.admit("hold", 500)
     world.do(GenerationFinished("hold", context_tokens=600))  # keeps 600 through its tool
