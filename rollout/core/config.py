@@ -7,14 +7,15 @@ conductor loads the whole `RolloutConfig` with `harness.config.load_config`.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from harness.config import FrozenConfig
 
 __all__ = [
     "AdmissionConfig",
+    "AsyncFactor",
     "MlpPredictorConfig",
     "OraclePredictorConfig",
     "PredictorConfig",
@@ -28,6 +29,15 @@ __all__ = [
 ]
 
 
+def _on_policy_at_zero(value: int) -> int:
+    """0 means on-policy as 1 does: at most B groups admitted ahead of each step."""
+    return max(1, value)
+
+
+AsyncFactor = Annotated[int, AfterValidator(_on_policy_at_zero)]
+"""`async_factor`: k + async_factor steps' worth of groups may be admitted; 0 and 1 = on-policy."""
+
+
 class AdmissionConfig(FrozenConfig):
     """The staleness bound and the prompt order."""
 
@@ -39,14 +49,14 @@ class AdmissionConfig(FrozenConfig):
         ge=1,
         description="K: samples per group, the GRPO group size; 1 for PPO (samples).",
     )
-    async_factor: int = Field(
+    async_factor: AsyncFactor = Field(
         default=2,
-        ge=1,
+        ge=0,
         description=(
             "Staleness bound: at training step k at most (k + async_factor) × B groups have been "
             "admitted in total, and a group admitted at step s must be consumed by step "
             "s + async_factor − 1, so it is fewer than async_factor steps off-policy. 1 means "
-            "on-policy (steps)."
+            "on-policy; 0 is read as 1 (on-policy, as a staleness of 0 in AReaL) (steps)."
         ),
     )
     shuffle: bool = Field(

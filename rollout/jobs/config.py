@@ -15,7 +15,7 @@ from typing import Any, Literal, Self, TypeVar
 from pydantic import Field, field_validator, model_validator
 
 from harness.config import FrozenConfig, load_config
-from rollout.core.config import RolloutConfig
+from rollout.core.config import AsyncFactor, RolloutConfig
 from rollout.jobs.policies import resolve_policy_spec
 from rollout.runtime.config import AgentLoopConfig, ConductorConfig
 from rollout.sim.config import ScriptedPolicyConfig, TrainerSimConfig
@@ -70,8 +70,10 @@ class SimulateConfig(FrozenConfig):
 
     groups_per_step: int = Field(default=4, ge=1, description="B: groups per training step.")
     group_size: int = Field(default=4, ge=1, description="K: samples per group.")
-    async_factor: int = Field(
-        default=2, ge=1, description="Staleness bound of the staleness_bound policies (steps)."
+    async_factor: AsyncFactor = Field(
+        default=2,
+        ge=0,
+        description="Staleness bound of the staleness_bound policies; 0 and 1 = on-policy (steps).",
     )
     workload: ConfigRef = Field(description="Synthetic workload (configs/workload/*.yaml).")
     model: ConfigRef = Field(description="Served model and cost model (configs/model/*.yaml).")
@@ -110,7 +112,9 @@ class RunConfig(FrozenConfig):
     policy: str = Field(default="conductor", description="Rollout policy (rollout.jobs.policies).")
     groups_per_step: int = Field(default=2, ge=1, description="B: groups per training step.")
     group_size: int = Field(default=4, ge=1, description="K: samples per group.")
-    async_factor: int = Field(default=2, ge=1, description="Staleness bound (steps).")
+    async_factor: AsyncFactor = Field(
+        default=2, ge=0, description="Staleness bound; 0 and 1 = on-policy (steps)."
+    )
     task_ids: tuple[str, ...] = Field(
         default=(), description="Shipped SWE tasks to use, by instance id; empty = all of them."
     )

@@ -224,3 +224,11 @@ def test_controller_over_a_prompt_source_draws_indices_into_it() -> None:
     config = AdmissionConfig(groups_per_batch=3, async_factor=1, shuffle=False)
     ctl = AdmissionController.for_source(config, prompts)
     assert [prompts[g.prompt_index] for g in ctl.admit()] == prompts
+
+
+def test_async_factor_zero_means_on_policy_as_one_does() -> None:
+    on_policy = AdmissionConfig(groups_per_batch=2, async_factor=0)
+    assert on_policy.async_factor == 1
+    assert AdmissionController(on_policy, num_prompts=10).admission_limit() == 2
+    with pytest.raises(ValueError, match="greater than or equal to 0"):
+        AdmissionConfig(groups_per_batch=2, async_factor=-1)
