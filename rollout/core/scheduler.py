@@ -378,6 +378,8 @@ class RolloutScheduler:
                 high = self._assignment.is_critical(entry.sample.group_id)
                 if not high and not self._low_work_may_start():
                     break  # levels are in order: only low-priority samples remain
+                if self._kv_exhausted(kv_blocked) and not (high and self._config.hold_critical_kv):
+                    break  # no engine's KV holds anyone more, and only a held sample could start
                 engine = self._pick_engine(entry, high, kv_blocked)
                 if engine is not None:
                     decisions.append(self._start(entry, engine, now_s))
@@ -407,6 +409,28 @@ class RolloutScheduler:
                 by_level.setdefault(level, []).append(queue)
             self._levels, self._levels_assignment = by_level, self._assignment
         return self._levels
+
+    def _kv_would_hold(self, entry: _Entry, engine: _Engine) -> bool:
+        """Whether KV residency would let `entry` start on `engine` once a slot is free there
+        (a slot preempted for a sample that still could not start would only churn)."""
+        residency = self._residency
+        if residency is None:
+            return True
+        sample_id = entry.sample.sample_id
+        if entry.new and not residency.is_resident(sample_id):
+            if not residency.new_sample_fits(entry.context_tokens):
+                return False
+        return residency.fits(sample_id, engine.name, entry.context_tokens)
+
+    def _kv_exhausted(self, kv_blocked: _KVBlocks) -> bool:
+        """Every engine with a free slot has refused a sample for lack of device KV."""
+        if not kv_blocked.engines:
+            return False
+        return all(
+            name in kv_blocked.engines
+            for name, engine in self._engines.items()
+            if engine.free_slots and not engine.paused
+        )
 
     def _has_free_slot(self) -> bool:
         return any(e.free_slots and not e.paused for e in self._engines.values())
@@ -501,7 +525,8 @@ class RolloutScheduler:
             candidates = self._candidate_engines(entry)
             if any(engine.free_slots for engine in candidates):
                 continue  # it waits for KV or live-set room, not for a slot
-            targets = [engine.name for engine in candidates]
+            candidates = [engine for engine in candidates if self._kv_would_hold(entry, engine)]
+            targets = [engine.name for engine in candidates]  # a slot it could not use: none
             claimed = next((name for name in targets if freeing.get(name, 0) > 0), None)
             if claimed is not None:
                 freeing[claimed] -= 1

@@ -216,3 +216,14 @@ def test_a_new_sample_refused_by_the_live_set_is_not_overtaken_by_a_smaller_one(
     world.admit("a", 600)
     assert starts(world.admit("b", 500)) == []  # 600 + 500 live > 1,000
     assert starts(world.admit("c", 100)) == []  # would fit, but b came first
+
+
+def test_no_slot_is_preempted_for_a_critical_sample_the_live_set_could_not_take_anyway() -> None:
+    # Regression: the preempted sample restarted in the freed slot and was preempted again,
+    # 85,000 times at one instant of a 16-group simulation.
+    world = World(kv=100_000, slots=2, host=0)
+    world.admit("lo1", 30_000)
+    world.admit("lo2", 30_000)  # both slots taken; 60,000 of 100,000 live
+    world.critical("HI")
+    decisions = world.admit("hi", 50_000)  # the live set cannot take it
+    assert preempts(decisions) == [] and starts(decisions) == []
