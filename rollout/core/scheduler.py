@@ -417,9 +417,12 @@ class RolloutScheduler:
         if residency is None:
             return True
         sample_id = entry.sample.sample_id
-        if entry.new and not residency.is_resident(sample_id):
-            if not residency.new_sample_fits(entry.context_tokens):
-                return False
+        if (
+            entry.new
+            and not residency.is_resident(sample_id)
+            and not residency.new_sample_fits(entry.context_tokens)
+        ):
+            return False
         return residency.fits(sample_id, engine.name, entry.context_tokens)
 
     def _kv_exhausted(self, kv_blocked: _KVBlocks) -> bool:
