@@ -29,6 +29,12 @@ Rules (DESIGN.md §2–3):
   continuous batching every running request decodes at the same rate, so the youngest has
   produced the fewest tokens when the engine reports no progress), then the lowest-priority
   group, then the sample id. It resumes later from prompt + partial output.
+* **KV residency** (`kv_residency`, `rollout.core.kv_residency`). A generation also needs room
+  in its engine's device KV for its context and its turn; an engine that cannot hold the next
+  sample in order takes no later one in that pass, a new sample starts only while the live set
+  fits device plus host KV, and the first critical sample an engine cannot hold preempts
+  low-priority generations there (best victim first) until their KV makes room. A slot is never
+  preempted for a critical sample that residency would still not let start.
 * **Engines.** Each engine has `max_running_requests` slots. A sample is sticky to the engine
   of its first generation (its KV lives there); a group's new samples prefer the engine of
   its siblings (shared prompt prefix), else the engine with most free slots.
