@@ -548,22 +548,25 @@ class RolloutScheduler:
             victims[victim.engine].pop(0)
             if not victims[victim.engine]:
                 del victims[victim.engine]
-            victim.preempt_pending = True
-            self._engines[victim.engine].draining.add(victim.sample.sample_id)
-            decisions.append(
-                Preempt(
-                    victim.sample.sample_id,
-                    victim.engine,
-                    reason=(
-                        f"critical sample {entry.sample.sample_id} waits and every slot on "
-                        f"engine {victim.engine} is taken; {victim.sample.sample_id} is the "
-                        f"low-priority generation with the least work in its turn "
-                        f"({victim.turn_tokens} tokens)"
-                    ),
-                    for_sample_id=entry.sample.sample_id,
-                )
-            )
+            why = f"waits and every slot on engine {victim.engine} is taken"
+            decisions.append(self._preempt(victim, entry, why))
         return decisions
+
+    def _preempt(self, victim: _Entry, waiting: _Entry, why: str) -> Preempt:
+        """Mark `victim` as being preempted for `waiting` (its slot counts as freeing)."""
+        assert victim.engine is not None
+        victim.preempt_pending = True
+        self._engines[victim.engine].draining.add(victim.sample.sample_id)
+        return Preempt(
+            victim.sample.sample_id,
+            victim.engine,
+            reason=(
+                f"critical sample {waiting.sample.sample_id} {why}; {victim.sample.sample_id} "
+                f"is the low-priority generation with the least work in its turn "
+                f"({victim.turn_tokens} tokens)"
+            ),
+            for_sample_id=waiting.sample.sample_id,
+        )
 
     def _kv_preemptions(self, kv_blocked: dict[str, _Entry]) -> list[Decision]:
         """Make device KV room for the first critical sample each engine could not hold.
@@ -572,13 +575,16 @@ class RolloutScheduler:
         the room they free (with what earlier preemptions are already freeing) covers its need.
         """
         residency = self._residency
-        if residency is None:
-            return []
+        critical = {
+            name: waiting
+            for name, waiting in kv_blocked.items()
+            if self._assignment.is_critical(waiting.sample.group_id)
+        }
+        if residency is None or not critical:
+            return []  # skip ranking every running sample
         decisions: list[Decision] = []
         victims = self._victims_by_engine()
-        for name, waiting in sorted(kv_blocked.items()):
-            if not self._assignment.is_critical(waiting.sample.group_id):
-                continue
+        for name, waiting in sorted(critical.items()):
             engine = self._engines[name]
             room = residency.room(name) or 0
             room += sum(residency.held(sample_id) for sample_id in engine.draining)
@@ -587,21 +593,8 @@ class RolloutScheduler:
                 if room >= need:
                     break
                 room += residency.held(victim.sample.sample_id)
-                victim.preempt_pending = True
-                engine.draining.add(victim.sample.sample_id)
-                decisions.append(
-                    Preempt(
-                        victim.sample.sample_id,
-                        name,
-                        reason=(
-                            f"critical sample {waiting.sample.sample_id} needs {need} tokens "
-                            f"of device KV on engine {name}; {victim.sample.sample_id} is the "
-                            f"low-priority generation with the least work in its turn "
-                            f"({victim.turn_tokens} tokens)"
-                        ),
-                        for_sample_id=waiting.sample.sample_id,
-                    )
-                )
+                why = f"needs {need} tokens of device KV on engine {name}"
+                decisions.append(self._preempt(victim, waiting, why))
         return decisions
 
     def _victims_by_engine(self) -> dict[str, list[_Entry]]:

@@ -36,6 +36,8 @@ class EngineWork:
 
 
 def _prefill_units(new_tokens: int, prefix_tokens: int) -> float:
+    """`n(p + n/2)`, as `rollout.engines.sim.cost_model.prefill_attention_units` counts it (not
+    imported: that would load the whole simulated engine into every run's summary)."""
     return new_tokens * (prefix_tokens + new_tokens / 2)
 
 
