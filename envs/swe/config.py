@@ -138,9 +138,36 @@ class GradingConfig(FrozenConfig):
             "**/tox.ini",
             "**/sitecustomize.py",
             "**/usercustomize.py",
+            "**/.pytest.ini",
+            "**/pytest.toml",
+            "**/.pytest.toml",
+            "**/*.pth",
+            "**/__pycache__/**",
+            "**/*.pyc",
+            "**/*.egg-info/**",
+            "**/*.dist-info/**",
         ),
-        description="glob patterns (git-style `**`) of paths whose changes are dropped from the "
-        "agent patch, besides the task's own test files",
+        description="glob patterns (git-style `**`) of protected paths: their changes are dropped "
+        "from the agent patch and undone before grading (tests, files that load code into the "
+        "test run, bytecode caches, packaging metadata), besides the task's own test files",
+    )
+    extract_exclude_patterns: tuple[str, ...] = Field(
+        (
+            "**/__pycache__/**",
+            "**/*.pyc",
+            "**/.pytest_cache/**",
+            "**/*.egg-info/**",
+            "**/.mypy_cache/**",
+            "**/.ruff_cache/**",
+        ),
+        description="git glob pathspecs never taken into the agent patch (build artefacts; "
+        "`.gitignore` is honoured as well)",
+    )
+    harden_pytest: bool = Field(
+        True,
+        description="run pytest test commands through the grader's launcher: the image's pytest "
+        "pinned (a patch cannot shadow it), a report of every outcome checked against the log, "
+        "and canary tests that detect tampering (docs/swe.md)",
     )
     suite_started_patterns: tuple[str, ...] = Field(
         (r"^=+ test session starts =+\s*$", r"\bcollected \d+ items?\b"),

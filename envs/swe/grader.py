@@ -1,15 +1,20 @@
 """`Grader`: take the agent's patch from its sandbox and run the task's tests on it elsewhere.
 
-1. `extract_patch` (agent sandbox): `git add -A`, list the paths changed since `base_commit`,
-   drop test paths (`is_test_path`) from the index, `git diff --cached --binary <base>`. The env
-   computes the patch itself; nothing the agent writes is trusted as "the patch".
+1. `extract_patch` (agent sandbox): refuse any file over the patch size limit before git reads
+   it, `git add -A` (build artefacts excluded: `.gitignore` plus `extract_exclude_patterns`),
+   list the paths changed since `base_commit`, drop test paths (`is_test_path`) from the index,
+   `git diff --cached --binary <base>`. The env computes the patch itself; nothing the agent
+   writes is trusted as "the patch". A git failure in a live sandbox is the agent's doing
+   (reward 0); in a dead one it is an infra error.
 2. `grade` (a fresh sandbox from the task image, made by the injected factory): apply the patch
    (`git apply` → `git apply --reject` → `patch --fuzz`, resetting the tree between tries),
-   restore the test files from `base_commit`, apply `test_patch`, run `task.test_command`
-   (it must report every test, pytest `-rA`) under an in-sandbox `timeout -k`, between nonce
-   markers, with the exit code after the end marker, into a log file that is read whole with
-   `read_file` (exec output is capped; pytest's summary is at the end), then `grading.grade`
-   decides. Infrastructure failures become `InfraError`s.
+   restore protected paths (tests, conftest, pytest config files, caches, packaging metadata)
+   and pytest sections of `pyproject.toml` / `setup.cfg` the patch changed, restore the test
+   files from `base_commit`, apply `test_patch`, then run `task.test_command` under an
+   in-sandbox `timeout -k` into a log file. A pytest command runs through the launcher
+   (`grading_assets/launch_pytest.py`): the image's pytest pinned, a report of every outcome,
+   canary tests. `grading.grade` decides. A failed step is an infra error only when the
+   sandbox died; everything else the patch could cause is the agent's.
 
 All commands use paths relative to the sandbox workdir (a local sandbox maps only the workdir).
 """
@@ -22,54 +27,71 @@ import secrets
 import shlex
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
+from importlib import resources
 
+from envs.swe.canary import Canary
 from envs.swe.config import GradingConfig
+from envs.swe.config_guard import SECTIONED_CONFIG_NAMES, pytest_settings_changed
 from envs.swe.grading import (
     GradableTask,
     GradingInputs,
     GradingReport,
     InfraError,
-    LogMarkers,
     LogParser,
     grade,
     is_test_path,
     paths_in_patch,
 )
+from envs.swe.grading_scripts import (
+    GIT,
+    LaunchPaths,
+    apply_method,
+    apply_script,
+    prepare_tests_script,
+    restore_one,
+    test_run_script,
+)
+from envs.swe.run_report import parse_run_report
+from envs.swe.test_command import parse_pytest_command
 from harness.clock import Clock
 from harness.errors import ImageNotFoundError, SandboxError
-from harness.sandbox.base import Sandbox
+from harness.sandbox.base import ExecResult, Sandbox
 
 __all__ = ["AgentPatch", "Grader", "GradingSandboxFactory"]
 
 GradingSandboxFactory = Callable[[GradableTask], Awaitable[Sandbox]]
 """Makes a fresh sandbox from the task's image; the grader closes it when done."""
 
-_APPLY_METHOD_PREFIX = "APPLY_METHOD="
 _PATCH_BYTES_PREFIX = "PATCH_BYTES="
-# git as the grader runs it: settings of the repository (which the agent controls) that would
-# change what a diff looks like are overridden; external diff drivers and textconv are off.
-_GIT = (
-    "git -c core.quotepath=off -c color.ui=never -c diff.noprefix=false "
-    "-c diff.mnemonicPrefix=false -c diff.relative=false"
-)
+_OVERSIZED_PREFIX = "OVERSIZED="
 _DIFF_OPTIONS = "--cached --no-renames --no-ext-diff --no-textconv"
 _PATCH_TOO_LARGE = "patch_too_large"
 _PATCH_APPLY_FAILED = "patch_apply_failed"
+_LAUNCHER = resources.files("envs.swe.grading_assets").joinpath("launch_pytest.py").read_bytes()
 
 
 @dataclass(frozen=True, slots=True)
 class AgentPatch:
-    """The agent's changes as a binary-safe git diff, test paths removed."""
+    """The agent's changes as a binary-safe git diff, test paths removed.
+
+    `error` says why no patch could be taken although the sandbox lives (the agent broke the
+    repository, or made git time out): the patch is then graded 0, as the agent's fault.
+    """
 
     diff: bytes
     changed_paths: tuple[str, ...] = ()
     discarded_paths: tuple[str, ...] = ()
     size_bytes: int = 0
     too_large: bool = False
+    error: str | None = None
 
     @property
     def text(self) -> str:
         return self.diff.decode("utf-8", errors="replace")
+
+
+class _SandboxDied(Exception):
+    """A step failed because its sandbox is gone: an infrastructure failure."""
 
 
 class Grader:
@@ -97,11 +119,17 @@ class Grader:
 
         Works in a fresh nonce-named scratch directory (the agent cannot prepare files there)
         and with git options that ignore the repository's diff drivers, prefixes and colours.
+        An `InfraError` only when the sandbox died under a step.
         """
         scratch = f"{self._config.scratch_dir}/{self._nonce()}"
+        oversized = await self._oversized_file(sandbox, scratch)
+        if isinstance(oversized, InfraError):
+            return oversized
+        if oversized is not None:
+            return AgentPatch(b"", (oversized,), (), 0, too_large=True)
         base = shlex.quote(task.base_commit)
         changed = await self._changed_paths(sandbox, task, scratch)
-        if isinstance(changed, InfraError):
+        if isinstance(changed, InfraError | AgentPatch):
             return changed
         discarded = self._test_paths(changed, task)
         drop = ""
@@ -112,35 +140,64 @@ class Grader:
                 f"--pathspec-file-nul {base} && "
             )
         diffed = await sandbox.exec(
-            f"{drop}{_GIT} diff {_DIFF_OPTIONS} --binary {base} > {scratch}/agent.patch && "
+            f"{drop}{GIT} diff {_DIFF_OPTIONS} --binary {base} > {scratch}/agent.patch && "
             f"echo && echo {_PATCH_BYTES_PREFIX}$(wc -c < {scratch}/agent.patch)",
             timeout_s=self._config.git_timeout_s,
         )
         # A marker, not "the last line": git's stderr arrives as its own stream and may share it.
         sizes = re.findall(rf"{_PATCH_BYTES_PREFIX}\s*(\d+)", diffed.output)
         if diffed.exit_code != 0 or not sizes:
-            return InfraError("patch_extraction_failed", f"git diff failed: {diffed.output[-500:]}")
+            return await self._agent_git_failure(sandbox, diffed, "git diff")
         size_bytes = int(sizes[-1])
         if size_bytes > self._config.max_patch_bytes:
             return AgentPatch(b"", changed, discarded, size_bytes, too_large=True)
         diff = await sandbox.read_file(f"{scratch}/agent.patch") if size_bytes else b""
         return AgentPatch(diff, changed, discarded, size_bytes)
 
+    async def _oversized_file(self, sandbox: Sandbox, scratch: str) -> str | InfraError | None:
+        """A file (outside .git) larger than the patch limit, found before git hashes it all."""
+        limit = self._config.max_patch_bytes
+        found = await sandbox.exec(
+            f"mkdir -p {scratch} && f=$(find . -path ./.git -prune -o -type f -size +{limit}c "
+            f"-print -quit 2>/dev/null); echo; echo {_OVERSIZED_PREFIX}$f",
+            timeout_s=self._config.git_timeout_s,
+        )
+        if found.exit_code != 0:
+            failure = await self._agent_git_failure(sandbox, found, "the size check")
+            return failure if isinstance(failure, InfraError) else None
+        paths = re.findall(rf"{_OVERSIZED_PREFIX}(.*)", found.output)
+        return paths[-1].strip().removeprefix("./") or None if paths else None
+
     async def _changed_paths(
         self, sandbox: Sandbox, task: GradableTask, scratch: str
-    ) -> tuple[str, ...] | InfraError:
-        """Every path whose content differs from `base_commit` (index updated with `add -A`)."""
+    ) -> tuple[str, ...] | InfraError | AgentPatch:
+        """Every path whose content differs from `base_commit` (index updated with `add -A`,
+        build artefacts excluded)."""
+        excludes = " ".join(
+            shlex.quote(f":(exclude,glob){pattern}")
+            for pattern in self._config.extract_exclude_patterns
+        )
         listed = await sandbox.exec(
-            f"mkdir -p {scratch} && git add -A && "
-            f"{_GIT} diff {_DIFF_OPTIONS} --name-only -z {shlex.quote(task.base_commit)} "
+            f"mkdir -p {scratch} && git add -A -- . {excludes} && "
+            f"{GIT} diff {_DIFF_OPTIONS} --name-only -z {shlex.quote(task.base_commit)} "
             f"> {scratch}/changed",
             timeout_s=self._config.git_timeout_s,
         )
         if listed.exit_code != 0:
-            return InfraError("patch_extraction_failed", f"git diff failed: {listed.output[-500:]}")
+            return await self._agent_git_failure(sandbox, listed, "git add / git diff")
         raw_paths = await sandbox.read_file(f"{scratch}/changed")
         text = raw_paths.decode("utf-8", "surrogateescape")
         return tuple(path for path in text.split("\0") if path)
+
+    async def _agent_git_failure(
+        self, sandbox: Sandbox, result: ExecResult, step: str
+    ) -> AgentPatch | InfraError:
+        """A failed step in the agent's sandbox: infra if the sandbox died, else the agent's."""
+        if not await sandbox.is_alive():
+            message = f"the agent sandbox died during {step}: {result.output[-300:]}"
+            return InfraError("agent_sandbox_dead", message)
+        how = "timed out" if result.timed_out else f"failed (exit {result.exit_code})"
+        return AgentPatch(b"", error=f"patch_extraction_failed: {step} {how} in the agent's repo")
 
     def _test_paths(self, paths: tuple[str, ...], task: GradableTask) -> tuple[str, ...]:
         test_files = _task_test_files(task)
@@ -152,15 +209,15 @@ class Grader:
     async def grade(self, task: GradableTask, patch: AgentPatch) -> GradingReport:
         """Grade `patch` in a fresh sandbox; never raises for infrastructure failures."""
         started_s = self._clock.now()
-        markers = LogMarkers.with_nonce(self._nonce())
         inputs = GradingInputs(
             instance_id=task.instance_id,
             fail_to_pass=tuple(task.FAIL_TO_PASS),
             pass_to_pass=tuple(task.PASS_TO_PASS),
-            markers=markers,
             discarded_paths=patch.discarded_paths,
         )
-        if patch.too_large:
+        if patch.error is not None:
+            inputs = replace(inputs, patch_error=patch.error)
+        elif patch.too_large:
             inputs = replace(inputs, patch_error=_PATCH_TOO_LARGE)
         else:
             try:
@@ -172,6 +229,8 @@ class Grader:
                 inputs = replace(inputs, infra_error=error)
             except ImageNotFoundError as exc:
                 inputs = replace(inputs, infra_error=InfraError("image_missing", str(exc)))
+            except _SandboxDied as exc:
+                inputs = replace(inputs, infra_error=InfraError("grading_sandbox_died", str(exc)))
             except (SandboxError, OSError) as exc:
                 message = str(exc) or type(exc).__name__
                 inputs = replace(inputs, infra_error=InfraError("sandbox_error", message))
@@ -193,17 +252,19 @@ class Grader:
         config = self._config
         scratch = config.scratch_dir
         await sandbox.exec(f"mkdir -p {scratch}", timeout_s=config.git_timeout_s)
+        inputs = replace(inputs, workdir=sandbox.workdir)
         if patch.diff.strip():
             await sandbox.write_file(f"{scratch}/agent.patch", patch.diff)
             applied = await sandbox.exec(
-                _apply_script(f"{scratch}/agent.patch", config.patch_fuzz_lines),
+                apply_script(f"{scratch}/agent.patch", config.patch_fuzz_lines),
                 timeout_s=config.git_timeout_s,
             )
-            method = _apply_method(applied.output)
+            method = apply_method(applied.output)
             if applied.exit_code != 0 or method is None:
+                await _require_alive(sandbox, "applying the patch")
                 return replace(inputs, patch_error=_PATCH_APPLY_FAILED)
             inputs = replace(inputs, apply_method=method)
-            reverted = await self._revert_test_changes(sandbox, task, scratch)
+            reverted = await self._revert_protected_changes(sandbox, task, scratch)
             if isinstance(reverted, InfraError):
                 return replace(inputs, infra_error=reverted)
             discarded = tuple(dict.fromkeys([*inputs.discarded_paths, *reverted]))
@@ -212,48 +273,133 @@ class Grader:
             inputs = replace(inputs, apply_method="empty")
         await sandbox.write_file(f"{scratch}/test.patch", task.test_patch.encode("utf-8"))
         prepared = await sandbox.exec(
-            _prepare_tests_script(
-                task.base_commit, _task_test_files(task), f"{scratch}/test.patch"
-            ),
+            prepare_tests_script(task.base_commit, _task_test_files(task), f"{scratch}/test.patch"),
             timeout_s=config.git_timeout_s,
         )
         if prepared.exit_code != 0:
+            await _require_alive(sandbox, "applying test_patch")
             message = f"test_patch did not apply: {prepared.output[-500:]}"
             return replace(inputs, infra_error=InfraError("test_patch_failed", message))
-        log_path = f"{scratch}/test.log"
+        return await self._run_tests(sandbox, task, inputs)
+
+    async def _run_tests(
+        self, sandbox: Sandbox, task: GradableTask, inputs: GradingInputs
+    ) -> GradingInputs:
+        config = self._config
+        run_dir = f"{config.scratch_dir}/{self._nonce()}"
+        log_path = f"{run_dir}/test.log"
+        pytest_command = parse_pytest_command(task.test_command) if config.harden_pytest else None
+        canary = Canary(self._nonce()) if pytest_command is not None else None
+        launch = None
+        await sandbox.exec(f"mkdir -p {run_dir}", timeout_s=config.git_timeout_s)
+        if pytest_command is not None and canary is not None:
+            launch = LaunchPaths(
+                launcher=f"{run_dir}/launch_pytest.py",
+                canary=f"{run_dir}/{canary.module_name}",
+                report=f"{run_dir}/report.json",
+            )
+            await sandbox.write_file(launch.launcher, _LAUNCHER)
+            await sandbox.write_file(launch.canary, canary.source().encode())
+        script = test_run_script(
+            task.test_command,
+            task.test_env_setup,
+            log_path,
+            config,
+            pytest_command=pytest_command,
+            launch=launch,
+        )
         ran = await sandbox.exec(
-            _test_script(task.test_command, log_path, inputs.markers, config),
-            timeout_s=config.test_timeout_s + config.kill_grace_s + config.host_margin_s,
+            script, timeout_s=config.test_timeout_s + config.kill_grace_s + config.host_margin_s
         )
         if ran.timed_out:
             error = InfraError("grading_timeout", "the test run outlived its host deadline")
             return replace(inputs, infra_error=error)
+        if ran.exit_code not in (0, 1):
+            await _require_alive(sandbox, "the test run")
+        inputs = replace(
+            inputs,
+            exit_code=ran.exit_code,
+            test_duration_s=ran.duration_s,
+            hardened=launch is not None,
+            canary=canary,
+        )
         try:
             log = await sandbox.read_file(log_path)
         except FileNotFoundError:
             error = InfraError("no_test_output", f"no test log was written: {ran.output[-500:]}")
             return replace(inputs, infra_error=error)
-        return replace(inputs, log=log.decode("utf-8", errors="replace"))
+        inputs = replace(inputs, log=log.decode("utf-8", errors="replace"))
+        if launch is None or canary is None:
+            return inputs
+        report = await _read_optional(sandbox, launch.report)
+        canary_output = await _read_optional(sandbox, f"{run_dir}/{canary.output_name}")
+        return replace(
+            inputs,
+            run_report=None if report is None else parse_run_report(report),
+            canary_output=_text_or_none(canary_output),
+        )
 
-    async def _revert_test_changes(
+    async def _revert_protected_changes(
         self, sandbox: Sandbox, task: GradableTask, scratch: str
     ) -> tuple[str, ...] | InfraError:
-        """Undo any test-path change the applied patch made (a second line of defence: the
-        patch was filtered when extracted, but a grader must not rely on its input)."""
+        """Undo every change to a protected path, and pytest-section changes of sectioned config
+        files (a second line of defence: the patch was filtered when extracted, but a grader
+        must not rely on its input)."""
         changed = await self._changed_paths(sandbox, task, scratch)
-        if isinstance(changed, InfraError):
-            return InfraError("grading_git_failed", changed.message)
-        reverted = self._test_paths(changed, task)
+        if isinstance(changed, AgentPatch | InfraError):
+            await _require_alive(sandbox, "listing the patch's changes")
+            message = changed.error if isinstance(changed, AgentPatch) else changed.message
+            return InfraError("grading_git_failed", message or "git failed")
+        reverted = list(self._test_paths(changed, task))
+        for path in changed:
+            sectioned = path.rsplit("/", 1)[-1] in SECTIONED_CONFIG_NAMES
+            if (
+                sectioned
+                and path not in reverted
+                and await self._pytest_settings_changed(sandbox, task, path)
+            ):
+                reverted.append(path)
         if reverted:
-            await _write_path_list(sandbox, f"{scratch}/revert", reverted)
+            await _write_path_list(sandbox, f"{scratch}/revert", tuple(reverted))
             done = await sandbox.exec(
-                f"while IFS= read -r -d '' f; do {_restore_one(task.base_commit)} || exit 3; "
+                f"while IFS= read -r -d '' f; do {restore_one(task.base_commit)} || exit 3; "
                 f"done < {scratch}/revert",
                 timeout_s=self._config.git_timeout_s,
             )
             if done.exit_code != 0:
+                await _require_alive(sandbox, "restoring protected files")
                 return InfraError("grading_git_failed", f"could not revert: {done.output[-500:]}")
-        return reverted
+        return tuple(reverted)
+
+    async def _pytest_settings_changed(
+        self, sandbox: Sandbox, task: GradableTask, path: str
+    ) -> bool:
+        scratch = f"{self._config.scratch_dir}/config-base"
+        shown = await sandbox.exec(
+            f"mkdir -p {scratch} && git show {shlex.quote(f'{task.base_commit}:{path}')} "
+            f"> {scratch}/file 2>/dev/null",
+            timeout_s=self._config.git_timeout_s,
+        )
+        base = await sandbox.read_file(f"{scratch}/file") if shown.exit_code == 0 else None
+        patched = await _read_optional(sandbox, path)
+        return pytest_settings_changed(path, base, patched)
+
+
+async def _require_alive(sandbox: Sandbox, step: str) -> None:
+    """Raise `_SandboxDied` when a failed step's sandbox is gone (so it is not the patch's)."""
+    if not await sandbox.is_alive():
+        raise _SandboxDied(f"the grading sandbox died during {step}")
+
+
+def _text_or_none(raw: bytes | None) -> str | None:
+    return None if raw is None else raw.decode("utf-8", "replace")
+
+
+async def _read_optional(sandbox: Sandbox, path: str) -> bytes | None:
+    try:
+        return await sandbox.read_file(path)
+    except FileNotFoundError:
+        return None
 
 
 async def _write_path_list(sandbox: Sandbox, path: str, paths: tuple[str, ...]) -> None:
@@ -263,67 +409,5 @@ async def _write_path_list(sandbox: Sandbox, path: str, paths: tuple[str, ...]) 
     )
 
 
-def _restore_one(base_commit: str) -> str:
-    """Shell code that puts "$f" back as it is in `base_commit` (or removes it if absent)."""
-    base = shlex.quote(base_commit)
-    return (
-        f'if git cat-file -e {base}:"$f" 2>/dev/null; then git checkout -q {base} -- "$f"; '
-        'else rm -rf -- "$f"; fi'
-    )
-
-
 def _task_test_files(task: GradableTask) -> list[str]:
     return list(dict.fromkeys([*task.test_files, *paths_in_patch(task.test_patch)]))
-
-
-def _apply_script(patch_path: str, fuzz_lines: int) -> str:
-    """Try each way of applying; reset the tree between tries so none sees a half-applied one."""
-    path = shlex.quote(patch_path)
-    attempts = [
-        ("git_apply", f"git apply --verbose {path}"),
-        ("git_apply_reject", f"git apply --verbose --reject {path}"),
-        ("patch_fuzz", f"patch --batch --fuzz={fuzz_lines} -p1 -i {path}"),
-    ]
-    reset = "git reset -q --hard && git clean -fdq"
-    # `2>&1`: git reports on stderr, which reaches us as a separate stream; merged here, the
-    # marker cannot land in the middle of git's "Checking patch ..." line.
-    lines = [
-        f"if {command} 2>&1; then echo; echo {_APPLY_METHOD_PREFIX}{name}; exit 0; fi; {reset}"
-        for name, command in attempts
-    ]
-    return "\n".join([*lines, "exit 1"])
-
-
-def _apply_method(output: str) -> str | None:
-    """The method the apply script reported (the last marker, wherever it lands in a line)."""
-    found = re.findall(rf"{re.escape(_APPLY_METHOD_PREFIX)}(\w+)", output)
-    return found[-1] if found else None
-
-
-def _prepare_tests_script(base_commit: str, test_files: list[str], test_patch_path: str) -> str:
-    """Restore every test file to `base_commit` (remove the ones it lacks), then `test_patch`."""
-    files = " ".join(shlex.quote(path) for path in test_files)
-    loop = (
-        f"for f in {files}; do {_restore_one(base_commit)} || exit 3; done" if test_files else ":"
-    )
-    return f"{loop}\ngit apply --verbose {shlex.quote(test_patch_path)}"
-
-
-def _test_script(test_cmd: str, log_path: str, markers: LogMarkers, config: GradingConfig) -> str:
-    log = shlex.quote(log_path)
-    half = config.max_log_bytes // 2
-    run = (
-        f"{{ printf '%s\\n' {shlex.quote(markers.start)}; "
-        f"timeout -k {config.kill_grace_s:g} {config.test_timeout_s:g} "
-        f"bash -c {shlex.quote(test_cmd)}; "
-        "rc=$?; "
-        f"printf '%s\\n%s %s\\n' {shlex.quote(markers.end)} {shlex.quote(markers.exit_code)} "
-        '"$rc"; } '
-        f"> {log} 2>&1 < /dev/null"
-    )
-    cap = (
-        f'if [ "$(wc -c < {log})" -gt {config.max_log_bytes} ]; then '
-        f"{{ head -c {half} {log}; printf '\\n[... log elided ...]\\n'; tail -c {half} {log}; }} "
-        f"> {log}.cut && mv {log}.cut {log}; fi"
-    )
-    return f"{run}\n{cap}"

@@ -1,17 +1,25 @@
-"""The grading decision: from a test log to a `GradingReport` (pure; the I/O is in `grader.py`).
+"""The grading decision: from a test run to a `GradingReport` (pure; the I/O is in `grader.py`).
 
-Rules (SWE-bench's, plus the swebench 5.0.2 anti-spoof checks, see reference/swe-envs.md §1.5):
+Rules (SWE-bench's, plus the swebench 5.0.2 anti-spoof checks, see reference/swe-envs.md §1.5,
+plus tamper detection; `docs/swe.md` lists what is defended and what is not):
 
 * resolved iff every FAIL_TO_PASS and every PASS_TO_PASS test passed (PASSED or XFAIL); a test
   missing from the log counts as failed; a required test with a failing line anywhere in the
   test output counts as failed, whatever other lines say (a patch can print "PASSED" lines);
-* only the text between this run's start and end markers is parsed (the markers carry a nonce
-  the patch cannot know); the test command's exit code is read after the end marker;
+* the test command's exit code comes from the sandbox's exec, not from the log (nothing in the
+  log, which the code under test writes, decides the exit code);
+* a hardened run (a pytest command run through the grader's launcher) must also agree with the
+  launcher's own report: the runner was not imported from the repository, pytest's exit status
+  is the exit code, every required test passes in the report *and* in the log, the pass canary
+  passed and left its side effect and the fail canary failed. Anything else is `tampered`
+  (reward 0, `tampered` true, the reason in `invalid_reason`);
 * the log is not trusted (reward 0, `invalid_reason` says why) when: the exit code is non-zero
-  but no test FAILED or ERRORed; there is no sign the suite started or finished; pytest's
-  summary header appears twice; the tests were killed by the timeout; the patch did not apply;
+  but no test FAILED or ERRORed (unhardened runs); there is no sign the suite started or
+  finished; pytest's summary header appears twice; the tests were killed by the timeout; the
+  patch did not apply or could not be extracted;
 * failures of the grading machinery itself are `InfraError`s, never a reward of 0: the rollout
-  layer drops or retries those samples instead of training on them.
+  layer drops or retries those samples instead of training on them. Everything the patch or the
+  agent could have caused is the agent's (`fault`), never an infra error.
 """
 
 from __future__ import annotations
@@ -22,8 +30,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol
 
+from envs.swe.canary import Canary
 from envs.swe.config import GradingConfig
 from envs.swe.grading_log import FAILING_STATUSES, PASSING_STATUSES
+from envs.swe.run_report import RunReport
 
 __all__ = [
     "EpisodeTask",
@@ -31,7 +41,6 @@ __all__ = [
     "GradingInputs",
     "GradingReport",
     "InfraError",
-    "LogMarkers",
     "LogParser",
     "grade",
     "is_test_path",
@@ -65,6 +74,11 @@ class GradableTask(Protocol):
     @property
     def test_files(self) -> Sequence[str]: ...
     @property
+    def test_env_setup(self) -> str:
+        """Shell lines run before the test command (environment activation); may be empty."""
+        ...
+
+    @property
     def FAIL_TO_PASS(self) -> Sequence[str]: ...
     @property
     def PASS_TO_PASS(self) -> Sequence[str]: ...
@@ -89,31 +103,25 @@ class InfraError:
 
 
 @dataclass(frozen=True, slots=True)
-class LogMarkers:
-    """Lines around the test output, and the prefix of the exit-code line after the end."""
-
-    start: str
-    end: str
-    exit_code: str
-
-    @classmethod
-    def with_nonce(cls, nonce: str) -> LogMarkers:
-        return cls(
-            start=f">>>>> Start Test Output {nonce}",
-            end=f">>>>> End Test Output {nonce}",
-            exit_code=f">>>>> Test Exit Code {nonce}:",
-        )
-
-
-@dataclass(frozen=True, slots=True)
 class GradingInputs:
-    """Everything the decision looks at. `patch_error` is why the patch was not tested."""
+    """Everything the decision looks at. `patch_error` is why the patch was not tested.
+
+    `exit_code` is the test command's, from the exec; `hardened` says the run went through the
+    launcher, whose `run_report` (None: none was written), `canary` and the pass canary's
+    `canary_output` (None: not written) are then checked.
+    """
 
     instance_id: str
     fail_to_pass: tuple[str, ...]
     pass_to_pass: tuple[str, ...]
-    markers: LogMarkers
     log: str = ""
+    exit_code: int | None = None
+    test_duration_s: float = 0.0
+    hardened: bool = False
+    run_report: RunReport | None = None
+    canary: Canary | None = None
+    canary_output: str | None = None
+    workdir: str = "/testbed"
     patch_error: str | None = None
     apply_method: str = ""
     discarded_paths: tuple[str, ...] = ()
@@ -126,7 +134,8 @@ class GradingReport:
     """The outcome of grading one patch. `reward` is 1.0 only when `resolved`.
 
     `infra_error` set means the grade is void (drop the sample); `invalid_reason` set means the
-    tests were not run or their log was not trusted, which is the patch's fault (reward 0).
+    tests were not run or their log was not trusted, which is the patch's fault (reward 0);
+    `tampered` means the run showed signs of tampering (a reason starting `tampered:`).
     """
 
     instance_id: str
@@ -143,10 +152,19 @@ class GradingReport:
     discarded_paths: tuple[str, ...] = ()
     duration_s: float = 0.0
     log_tail: str = ""
+    tampered: bool = False
+    hardened: bool = False
 
     @property
     def reward(self) -> float:
         return 1.0 if self.resolved else 0.0
+
+    @property
+    def fault(self) -> str | None:
+        """Who a reward of 0 is on: `infra` (void, retried), `agent` (trained on), or None."""
+        if self.infra_error is not None:
+            return "infra"
+        return None if self.resolved else "agent"
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (for `info["grading"]` and trajectories)."""
@@ -166,6 +184,9 @@ class GradingReport:
             "discarded_paths": list(self.discarded_paths),
             "duration_s": self.duration_s,
             "log_tail": self.log_tail,
+            "tampered": self.tampered,
+            "hardened": self.hardened,
+            "fault": self.fault,
         }
 
 
@@ -177,6 +198,7 @@ def grade(inputs: GradingInputs, config: GradingConfig, parse_log: LogParser) ->
         "discarded_paths": inputs.discarded_paths,
         "duration_s": inputs.duration_s,
         "log_tail": inputs.log[-config.log_tail_chars :] if config.log_tail_chars else "",
+        "hardened": inputs.hardened,
     }
     unresolved = _all_failed(inputs)
     if inputs.infra_error is not None:
@@ -185,26 +207,121 @@ def grade(inputs: GradingInputs, config: GradingConfig, parse_log: LogParser) ->
         return GradingReport(
             resolved=False, invalid_reason=inputs.patch_error, **unresolved, **common
         )
-    region = _test_region(inputs.log, inputs.markers)
-    if isinstance(region, InfraError):
-        return GradingReport(resolved=False, infra_error=region, **unresolved, **common)
-    text, exit_code = region
+    exit_code = inputs.exit_code
+    if exit_code is None:
+        error = InfraError("no_exit_code", "the test command reported no exit code")
+        return GradingReport(resolved=False, infra_error=error, **unresolved, **common)
+    text = inputs.log
     statuses = {test_id: str(status) for test_id, status in parse_log(text).items()}
     _apply_failing_lines(statuses, text, inputs.fail_to_pass + inputs.pass_to_pass, parse_log)
-    outcome = _split_outcomes(inputs, statuses)
-    timed_out = exit_code in config.timeout_exit_codes
+    timed_out = exit_code in config.timeout_exit_codes and (
+        inputs.test_duration_s >= config.test_timeout_s
+    )
     if timed_out and config.tests_timeout_is_infra_error:
         infra = InfraError("tests_timed_out", f"the test command was killed (exit {exit_code})")
         return GradingReport(
             resolved=False, statuses=statuses, infra_error=infra, test_exit_code=exit_code,
-            **outcome, **common,
+            **_split_outcomes(inputs, statuses), **common,
         )  # fmt: skip
-    invalid = _invalid_reason(text, exit_code, statuses, config, timed_out=timed_out)
+    if timed_out:
+        return GradingReport(
+            resolved=False, statuses=statuses, invalid_reason="tests_timed_out",
+            test_exit_code=exit_code, **_split_outcomes(inputs, statuses), **common,
+        )  # fmt: skip
+    if inputs.hardened:
+        return _grade_hardened(inputs, statuses, exit_code, config, common)
+    outcome = _split_outcomes(inputs, statuses)
+    invalid = _invalid_reason(text, exit_code, statuses, config)
     resolved = invalid is None and not outcome["f2p_failed"] and not outcome["p2p_failed"]
     return GradingReport(
         resolved=resolved, statuses=statuses, invalid_reason=invalid, test_exit_code=exit_code,
         **outcome, **common,
     )  # fmt: skip
+
+
+def _grade_hardened(
+    inputs: GradingInputs,
+    log_statuses: dict[str, str],
+    exit_code: int,
+    config: GradingConfig,
+    common: dict[str, Any],
+) -> GradingReport:
+    """Log and launcher report must agree, the runner must be the image's, canaries right."""
+    report = inputs.run_report
+    canary = inputs.canary
+    required = inputs.fail_to_pass + inputs.pass_to_pass
+    if report is None:
+        reason = (
+            "tampered: exit code 0 but the test runner wrote no report"
+            if exit_code == 0
+            else f"suite_not_completed: the test runner wrote no report (exit {exit_code})"
+        )
+        return GradingReport(
+            resolved=False, statuses=log_statuses, invalid_reason=reason,
+            test_exit_code=exit_code, tampered=exit_code == 0, **_all_failed(inputs), **common,
+        )  # fmt: skip
+    statuses = {
+        test_id: status
+        for test_id, status in report.tests.items()
+        if canary is None or not canary.is_canary(test_id)
+    }
+    both: dict[str, str] = {}
+    for test_id in required:
+        in_report, in_log = statuses.get(test_id, ""), log_statuses.get(test_id, "")
+        both[test_id] = in_report if in_report in _PASSING and in_log in _PASSING else "FAILED"
+    outcome = _split_outcomes(inputs, both)
+    real_failure = bool(outcome["f2p_failed"] or outcome["p2p_failed"])
+    tamper = _tamper_reason(inputs, log_statuses, statuses, exit_code, real_failure=real_failure)
+    invalid = tamper or _log_untrusted(inputs.log, config)
+    resolved = invalid is None and not real_failure
+    return GradingReport(
+        resolved=resolved, statuses=statuses, invalid_reason=invalid, test_exit_code=exit_code,
+        tampered=tamper is not None, **outcome, **common,
+    )  # fmt: skip
+
+
+def _tamper_reason(
+    inputs: GradingInputs,
+    log_statuses: Mapping[str, str],
+    statuses: Mapping[str, str],
+    exit_code: int,
+    *,
+    real_failure: bool,
+) -> str | None:
+    """Why this hardened run cannot be trusted, or None. Each check is independent of the trick."""
+    report = inputs.run_report
+    assert report is not None
+    workdir = inputs.workdir.rstrip("/") + "/"
+    if report.runner_file.startswith(workdir):
+        return f"tampered: pytest was imported from the repository ({report.runner_file})"
+    if report.exitstatus != exit_code:
+        status = report.exitstatus
+        return f"tampered: pytest's exit status {status} is not the exit code {exit_code}"
+    for test_id in inputs.fail_to_pass + inputs.pass_to_pass:
+        in_report = statuses.get(test_id, "") in _PASSING
+        in_log = log_statuses.get(test_id, "") in _PASSING
+        if in_report != in_log:
+            return f"tampered: the log and the runner's report disagree on {test_id}"
+    canary = inputs.canary
+    if canary is None:
+        return None
+    passed = canary.status_of(dict(report.tests), canary.pass_name)
+    failed = canary.status_of(dict(report.tests), canary.fail_name)
+    if passed is None and failed is None and real_failure:
+        return None  # the run stopped early (`-x`, `--maxfail`) on a real failure
+    if failed not in _FAILING or canary.status_of(dict(log_statuses), canary.fail_name) not in (
+        _FAILING
+    ):
+        return "tampered: the canary test that must fail did not fail"
+    if passed not in _PASSING or canary.status_of(dict(log_statuses), canary.pass_name) not in (
+        _PASSING
+    ):
+        return "tampered: the canary test that must pass did not pass"
+    if inputs.canary_output != canary.expected_output:
+        return "tampered: the passing canary test did not run its body"
+    if exit_code == 0:
+        return "tampered: exit code 0 although a test failed"
+    return None
 
 
 def is_test_path(path: str, test_files: Iterable[str], patterns: Iterable[str]) -> bool:
@@ -226,30 +343,6 @@ def paths_in_patch(patch: str) -> list[str]:
 
 
 # -- internals -----------------------------------------------------------------------------------
-
-
-def _test_region(log: str, markers: LogMarkers) -> tuple[str, int] | InfraError:
-    lines = log.splitlines()
-    start = _index_of(lines, markers.start, 0)
-    if start is None:
-        return InfraError("no_test_output", "the test command did not start (no start marker)")
-    end = _index_of(lines, markers.end, start + 1)
-    if end is None:
-        return InfraError("test_output_incomplete", "the test log has no end marker")
-    for line in lines[end + 1 :]:
-        if line.startswith(markers.exit_code):
-            value = line[len(markers.exit_code) :].strip()
-            if re.fullmatch(r"-?\d+", value):
-                return "\n".join(lines[start + 1 : end]), int(value)
-            break
-    return InfraError("no_exit_code", "the test log has no exit code after the end marker")
-
-
-def _index_of(lines: Sequence[str], marker: str, first: int) -> int | None:
-    for index in range(first, len(lines)):
-        if lines[index].rstrip() == marker:
-            return index
-    return None
 
 
 def _apply_failing_lines(
@@ -280,20 +373,24 @@ def _all_failed(inputs: GradingInputs) -> dict[str, Any]:
 
 
 def _invalid_reason(
-    text: str, exit_code: int, statuses: Mapping[str, str], config: GradingConfig, *,
-    timed_out: bool,
-) -> str | None:  # fmt: skip
-    if timed_out:
-        return "tests_timed_out"
+    text: str, exit_code: int, statuses: Mapping[str, str], config: GradingConfig
+) -> str | None:
+    untrusted = _log_untrusted(text, config)
+    if untrusted is not None:
+        return untrusted
+    any_failing = any(str(status) in _FAILING for status in statuses.values())
+    if exit_code != 0 and not any_failing:
+        return "exit_code_mismatch"
+    return None
+
+
+def _log_untrusted(text: str, config: GradingConfig) -> str | None:
     if len(re.findall(config.summary_header_pattern, text, re.MULTILINE)) > 1:
         return "multiple_summaries"
     started = any(re.search(p, text, re.MULTILINE) for p in config.suite_started_patterns)
     finished = any(re.search(p, text, re.MULTILINE) for p in config.suite_summary_patterns)
     if not (started and finished):
         return "suite_not_run"
-    any_failing = any(str(status) in _FAILING for status in statuses.values())
-    if exit_code != 0 and not any_failing:
-        return "exit_code_mismatch"
     return None
 
 

@@ -20,7 +20,14 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 __all__ = [
     "DEFAULT_TEST_CMD",
@@ -44,6 +51,7 @@ SHIPPED_TASKSET_DIR = Path(__file__).resolve().parent / "taskset"
 
 _GIT_ID = r"^[0-9a-f]{40}$"
 _LIST_FIELDS = ("FAIL_TO_PASS", "PASS_TO_PASS", "test_files")
+_OMITTED_WHEN_DEFAULT = ("test_env_setup", "repo_path", "image")
 
 
 class TaskSetError(ValueError):
@@ -82,7 +90,9 @@ class SWETask(BaseModel):
     created_at: str = Field(default="", description="ISO 8601 creation time of the issue.")
     project: str | None = Field(
         default=None,
-        description="Shipped task sets: directory under `projects/` with the fixed repository.",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$",
+        description="Shipped task sets: directory under `projects/` with the fixed repository "
+        "(a plain name: no path separators).",
     )
     project_tree: str | None = Field(
         default=None,
@@ -96,6 +106,32 @@ class SWETask(BaseModel):
         default=(), description="Test directives appended to `test_cmd` (empty: run all)."
     )
     install_cmd: str = Field(default="", description="Run once at image build; empty: none.")
+    test_env_setup: str = Field(
+        default="",
+        description="Shell lines run before the tests (environment activation, e.g. "
+        "`source /opt/miniconda3/bin/activate testbed`); empty: none.",
+    )
+    repo_path: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Your own tasks, way 1: a local git repository or git bundle file that "
+        "holds `base_commit` (relative paths are taken from the task file's directory).",
+    )
+    image: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Your own tasks, way 2: a prebuilt image whose workdir already holds the "
+        "repository at `base_commit` and its environment (SWE-bench / SWE-Gym style).",
+    )
+
+    @model_validator(mode="after")
+    def _one_repository_source(self) -> SWETask:
+        sources = [name for name in ("project", "repo_path", "image") if getattr(self, name)]
+        if len(sources) > 1:
+            raise ValueError(
+                f"give one of project, repo_path or image, not {' and '.join(sources)}"
+            )
+        return self
 
     @field_validator(*_LIST_FIELDS, mode="before")
     @classmethod
@@ -132,9 +168,22 @@ class SWETask(BaseModel):
         """`test_cmd` followed by the test directives: what the eval script runs."""
         return " ".join([self.test_cmd, *self.test_files])
 
+    @property
+    def source_kind(self) -> str:
+        """Where the repository comes from: `project`, `repo_path`, `image` or `none`."""
+        for name in ("project", "repo_path", "image"):
+            if getattr(self, name):
+                return name
+        return "none"
+
     def to_record(self) -> dict[str, Any]:
-        """A JSON-ready dict in field order, with lists for the test id fields."""
-        return self.model_dump(mode="json")
+        """A JSON-ready dict in field order, with lists for the test id fields (optional
+        bring-your-own-task fields only when set, so shipped records stay as they were)."""
+        record = self.model_dump(mode="json")
+        for name in _OMITTED_WHEN_DEFAULT:
+            if record.get(name) in (None, ""):
+                record.pop(name, None)
+        return record
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from envs.swe.config import GradingConfig
-from envs.swe.grader import AgentPatch, Grader, _apply_method
+from envs.swe.grader import AgentPatch, Grader
 from envs.swe.grading_log import parse_pytest_log
+from envs.swe.grading_scripts import apply_method as _apply_method
 from envs.swe.tasks import SWETask
 from harness.clock import ManualClock
 from harness.errors import ImageNotFoundError, SandboxDeadError
@@ -84,7 +85,8 @@ async def test_the_gold_patch_resolves_the_task_in_a_fresh_sandbox(
 ) -> None:
     report = await grader(bed).grade(tiny_task, AgentPatch(gold_patch.encode()))
     assert report.resolved, report.log_tail
-    assert report.apply_method == "git_apply" and report.test_exit_code == 0
+    assert report.apply_method == "git_apply" and report.hardened and not report.tampered
+    assert report.test_exit_code == 1  # the fail canary failed, as it must
     assert len(bed.graded_in) == 1 and not await bed.graded_in[0].is_alive()  # closed after
 
 

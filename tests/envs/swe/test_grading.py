@@ -11,14 +11,12 @@ from envs.swe.grading import (
     GradingInputs,
     GradingReport,
     InfraError,
-    LogMarkers,
     grade,
     is_test_path,
     paths_in_patch,
 )
 from envs.swe.grading_log import parse_pytest_log
 
-MARKERS = LogMarkers.with_nonce("n0nce")
 F2P = "tests/test_ops.py::test_add"
 P2P = "tests/test_ops.py::test_mul"
 HEADER = "============================= test session starts =============================="
@@ -33,17 +31,12 @@ def pytest_output(*outcome_lines: str, summary: str = "2 passed in 0.01s") -> st
     )  # fmt: skip
 
 
-def log(body: str, exit_code: int | None, markers: LogMarkers = MARKERS) -> str:
-    lines = ["+ some setup output", markers.start, body, markers.end]
-    if exit_code is not None:
-        lines.append(f"{markers.exit_code} {exit_code}")
-    return "\n".join(lines) + "\n"
-
-
-def decide(text: str, config: GradingConfig | None = None, **fields: object) -> GradingReport:
+def decide(
+    text: str, exit_code: int | None = 0, config: GradingConfig | None = None, **fields: object
+) -> GradingReport:
     inputs = GradingInputs(
-        instance_id="tiny__calc-1", fail_to_pass=(F2P,), pass_to_pass=(P2P,), markers=MARKERS,
-        log=text, **fields,  # type: ignore[arg-type]
+        instance_id="tiny__calc-1", fail_to_pass=(F2P,), pass_to_pass=(P2P,), log=text,
+        exit_code=exit_code, **fields,  # type: ignore[arg-type]
     )  # fmt: skip
     return grade(inputs, config or GradingConfig(), parse_pytest_log)
 
@@ -52,7 +45,7 @@ ALL_PASS = pytest_output(f"PASSED {P2P}", f"PASSED {F2P}")
 
 
 def test_all_required_tests_passing_resolves_with_reward_1() -> None:
-    report = decide(log(ALL_PASS, 0))
+    report = decide(ALL_PASS, 0)
     assert report.resolved and report.reward == 1.0
     assert report.f2p_passed == (F2P,) and report.p2p_passed == (P2P,)
     assert report.invalid_reason is None and report.infra_error is None
@@ -62,7 +55,7 @@ def test_xfail_counts_as_passing() -> None:
     body = pytest_output(
         f"PASSED {P2P}", f"XFAIL {F2P} - known", summary="1 passed, 1 xfailed in 0.1s"
     )
-    assert decide(log(body, 0)).resolved
+    assert decide(body, 0).resolved
 
 
 @pytest.mark.parametrize(
@@ -79,14 +72,14 @@ def test_any_required_test_not_passing_gives_reward_0(
     outcome_lines: tuple[str, ...], exit_code: int, f2p_failed: tuple[str, ...],
     p2p_failed: tuple[str, ...],
 ) -> None:  # fmt: skip
-    report = decide(log(pytest_output(*outcome_lines), exit_code))
+    report = decide(pytest_output(*outcome_lines), exit_code)
     assert not report.resolved and report.reward == 0.0
     assert (report.f2p_failed, report.p2p_failed) == (f2p_failed, p2p_failed)
     assert report.infra_error is None
 
 
 def test_non_zero_exit_without_any_failure_in_the_log_is_untrusted() -> None:
-    report = decide(log(ALL_PASS, 1))
+    report = decide(ALL_PASS, 1)
     assert not report.resolved and report.invalid_reason == "exit_code_mismatch"
 
 
@@ -99,54 +92,47 @@ def test_non_zero_exit_without_any_failure_in_the_log_is_untrusted() -> None:
     ],
 )
 def test_a_log_without_evidence_that_the_suite_ran_is_untrusted(body: str) -> None:
-    report = decide(log(body, 0))
+    report = decide(body, 0)
     assert not report.resolved and report.invalid_reason == "suite_not_run"
 
 
 def test_a_required_test_reported_failing_anywhere_fails_even_if_also_printed_passed() -> None:
     real = pytest_output(f"PASSED {P2P}", f"FAILED {F2P} - assert")
     forged = "\n".join([SUMMARY_HEADER, f"PASSED {F2P}"])  # printed after the real summary
-    report = decide(log(real + "\n" + forged, 0))
+    report = decide(real + "\n" + forged, 0)
     assert not report.resolved and F2P in report.f2p_failed
 
 
 def test_a_log_with_two_summary_headers_is_untrusted() -> None:
     forged = pytest_output(f"PASSED {P2P}", f"PASSED {F2P}")
-    report = decide(log(ALL_PASS + "\n" + forged, 0))
+    report = decide(ALL_PASS + "\n" + forged, 0)
     assert not report.resolved and report.invalid_reason == "multiple_summaries"
 
 
-def test_output_outside_this_runs_markers_is_ignored() -> None:
-    forged_markers = LogMarkers.with_nonce("guess")
-    forged = log(ALL_PASS, 0, forged_markers)
-    real = log(pytest_output(f"PASSED {P2P}", f"FAILED {F2P} - x"), 1)
-    assert not decide(forged + real).resolved
-    assert decide(real + forged).f2p_failed == (F2P,)
-
-
 def test_tests_killed_by_the_timeout_give_reward_0() -> None:
-    report = decide(log(ALL_PASS, 124))
+    report = decide(ALL_PASS, 124, test_duration_s=900.0)
     assert not report.resolved and report.invalid_reason == "tests_timed_out"
-    assert report.infra_error is None
+    assert report.infra_error is None and report.fault == "agent"
 
 
 def test_tests_killed_by_the_timeout_can_be_counted_as_infra() -> None:
-    report = decide(log(ALL_PASS, 137), GradingConfig(tests_timeout_is_infra_error=True))
+    config = GradingConfig(tests_timeout_is_infra_error=True)
+    report = decide(ALL_PASS, 137, config, test_duration_s=900.0)
     assert report.infra_error is not None and report.infra_error.code == "tests_timed_out"
 
 
-@pytest.mark.parametrize(
-    ("text", "code"),
-    [
-        ("ImportError: no git\n", "no_test_output"),
-        (f"{MARKERS.start}\n{ALL_PASS}\n", "test_output_incomplete"),
-        (log(ALL_PASS, None), "no_exit_code"),
-    ],
-)
-def test_a_broken_grading_run_is_an_infra_error_not_a_zero(text: str, code: str) -> None:
-    report = decide(text)
-    assert not report.resolved and report.invalid_reason is None
-    assert report.infra_error is not None and report.infra_error.code == code
+def test_a_kill_before_the_deadline_is_the_patchs_doing_not_a_timeout() -> None:
+    """`os.kill(-1, 9)` in the code under test ends the run with 137 long before the deadline:
+    reward 0 as the agent's, never an infra error that would be retried."""
+    config = GradingConfig(tests_timeout_is_infra_error=True)
+    report = decide("", 137, config, test_duration_s=0.4)
+    assert not report.resolved and report.infra_error is None and report.fault == "agent"
+
+
+def test_a_run_without_an_exit_code_is_an_infra_error_not_a_zero() -> None:
+    report = decide(ALL_PASS, None)
+    assert not report.resolved and report.invalid_reason is None and report.fault == "infra"
+    assert report.infra_error is not None and report.infra_error.code == "no_exit_code"
 
 
 def test_an_infra_error_from_the_grading_io_is_reported_as_is() -> None:
@@ -162,15 +148,15 @@ def test_a_patch_that_did_not_apply_gives_reward_0() -> None:
 
 
 def test_an_empty_requirement_list_needs_only_a_trusted_run() -> None:
-    inputs = GradingInputs("t", (), (), MARKERS, log=log(ALL_PASS, 0))
+    inputs = GradingInputs("t", (), (), log=ALL_PASS, exit_code=0)
     assert grade(inputs, GradingConfig(), parse_pytest_log).resolved
 
 
 def test_report_is_json_ready() -> None:
-    report = decide(log(ALL_PASS, 0))
+    report = decide(ALL_PASS, 0)
     data = json.loads(json.dumps(report.to_dict()))
     assert data["resolved"] is True and data["statuses"][F2P] == "PASSED"
-    assert data["log_tail"].endswith(f"{MARKERS.exit_code} 0\n")
+    assert data["log_tail"].endswith(ALL_PASS[-40:]) and data["fault"] is None
 
 
 # -- which changes count as test changes ---------------------------------------------------------

@@ -1,0 +1,46 @@
+"""The report the grader's pytest launcher writes (`grading_assets/launch_pytest.py`).
+
+Read from a file outside the repository's tracked tree, it gives every test's outcome by node
+id, pytest's own exit status and the file pytest was imported from, so the grade need not rest
+on the log alone.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+__all__ = ["RunReport", "parse_run_report"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunReport:
+    """One pytest run as the launcher saw it."""
+
+    runner_file: str
+    pytest_version: str
+    exitstatus: int
+    tests: Mapping[str, str]
+
+
+def parse_run_report(raw: bytes) -> RunReport | None:
+    """The report, or None when it is not the launcher's JSON (missing fields, wrong types)."""
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    tests = data.get("tests")
+    if not isinstance(tests, dict):
+        return None
+    fields_ok = (
+        isinstance(data.get("runner_file"), str)
+        and isinstance(data.get("pytest_version"), str)
+        and isinstance(data.get("exitstatus"), int)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in tests.items())
+    )
+    if not fields_ok:
+        return None
+    return RunReport(data["runner_file"], data["pytest_version"], data["exitstatus"], dict(tests))
