@@ -169,14 +169,12 @@ class Grader:
         return paths[-1].strip().removeprefix("./") or None if paths else None
 
     async def _changed_paths(
-        self, sandbox: Sandbox, task: GradableTask, scratch: str
+        self, sandbox: Sandbox, task: GradableTask, scratch: str, *, exclude_artefacts: bool = True
     ) -> tuple[str, ...] | InfraError | AgentPatch:
-        """Every path whose content differs from `base_commit` (index updated with `add -A`,
-        build artefacts excluded)."""
-        excludes = " ".join(
-            shlex.quote(f":(exclude,glob){pattern}")
-            for pattern in self._config.extract_exclude_patterns
-        )
+        """Every path whose content differs from `base_commit` (index updated with `add -A`;
+        build artefacts excluded when extracting, never when grading)."""
+        patterns = self._config.extract_exclude_patterns if exclude_artefacts else ()
+        excludes = " ".join(shlex.quote(f":(exclude,glob){pattern}") for pattern in patterns)
         listed = await sandbox.exec(
             f"mkdir -p {scratch} && git add -A -- . {excludes} && "
             f"{GIT} diff {_DIFF_OPTIONS} --name-only -z {shlex.quote(task.base_commit)} "
@@ -264,7 +262,7 @@ class Grader:
                 await _require_alive(sandbox, "applying the patch")
                 return replace(inputs, patch_error=_PATCH_APPLY_FAILED)
             inputs = replace(inputs, apply_method=method)
-            reverted = await self._revert_protected_changes(sandbox, task, scratch)
+            reverted = await self._revert_protected_changes(sandbox, task, scratch, patch)
             if isinstance(reverted, InfraError):
                 return replace(inputs, infra_error=reverted)
             discarded = tuple(dict.fromkeys([*inputs.discarded_paths, *reverted]))
@@ -340,16 +338,19 @@ class Grader:
         )
 
     async def _revert_protected_changes(
-        self, sandbox: Sandbox, task: GradableTask, scratch: str
+        self, sandbox: Sandbox, task: GradableTask, scratch: str, patch: AgentPatch
     ) -> tuple[str, ...] | InfraError:
         """Undo every change to a protected path, and pytest-section changes of sectioned config
         files (a second line of defence: the patch was filtered when extracted, but a grader
-        must not rely on its input)."""
-        changed = await self._changed_paths(sandbox, task, scratch)
-        if isinstance(changed, AgentPatch | InfraError):
+        must not rely on its input). The paths are those git sees changed plus every path the
+        patch names (a `.gitignore` in the patch must not hide a file from this check)."""
+        listed = await self._changed_paths(sandbox, task, scratch, exclude_artefacts=False)
+        if isinstance(listed, AgentPatch | InfraError):
             await _require_alive(sandbox, "listing the patch's changes")
-            message = changed.error if isinstance(changed, AgentPatch) else changed.message
+            message = listed.error if isinstance(listed, AgentPatch) else listed.message
             return InfraError("grading_git_failed", message or "git failed")
+        named = paths_in_patch(patch.diff.decode("utf-8", "surrogateescape"))
+        changed = tuple(dict.fromkeys([*listed, *named]))
         reverted = list(self._test_paths(changed, task))
         for path in changed:
             sectioned = path.rsplit("/", 1)[-1] in SECTIONED_CONFIG_NAMES

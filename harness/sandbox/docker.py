@@ -1,10 +1,14 @@
 """`DockerSandbox`: the Sandbox protocol on a locked-down Docker container.
 
-The container runs `sleep <ttl>` under `--init` (tini reaps zombies and makes stop instant) with
-`--network none`, CPU/memory/pids limits, `cap_drop=ALL` and `no-new-privileges`. Every command
-is a fresh `docker exec` of `timeout -k <grace> <t> bash -c <cmd>`, so the process is killed
-*inside* the container; the host waits a little longer and, if even that passes, declares the
-container dead (a host-side timeout alone leaves the process running: reference/swe-envs.md §7).
+The container's PID 1 is a `sh` loop of short sleeps that lasts the container's ttl
+(`_keepalive_command`): PID 1 of a PID namespace cannot be killed from inside it, so a command
+that kills every process it can (`kill -9 -1`) cannot take the container down and pass its own
+failure off as an infrastructure error, and the shell reaps orphaned processes as tini would.
+It runs with `--network none`, CPU/memory/pids limits, `cap_drop=ALL` and
+`no-new-privileges`. Every command is a fresh `docker exec` of
+`timeout -k <grace> <t> bash -c <cmd>`, so the process is killed *inside* the container; the
+host waits a little longer and, if even that passes, declares the container dead (a host-side
+timeout alone leaves the process running: reference/swe-envs.md §7).
 
 docker-py is synchronous; every call runs in a worker thread.
 """
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import math
 import shlex
 import tarfile
 import time
@@ -268,6 +273,16 @@ class DockerSandbox:
                 raise SandboxError(f"could not remove container {self.container_id[:12]}") from exc
 
 
+_KEEPALIVE_STEP_S = 10
+
+
+def _keepalive_command(ttl_s: float) -> list[str]:
+    """PID 1: sleeps in steps until `ttl_s` has passed; `wait` also reaps reparented orphans."""
+    steps = max(1, math.ceil(ttl_s / _KEEPALIVE_STEP_S))
+    script = f"i=0; while [ $i -lt {steps} ]; do sleep {_KEEPALIVE_STEP_S} & wait; i=$((i+1)); done"
+    return ["sh", "-c", script]
+
+
 def _run_container(
     client: docker.DockerClient,
     image: str,
@@ -276,9 +291,8 @@ def _run_container(
     labels: dict[str, str],
 ) -> Container:
     options: dict[str, Any] = {
-        "command": ["sleep", str(limits.ttl_s)],
+        "command": _keepalive_command(limits.ttl_s),
         "detach": True,
-        "init": True,
         "working_dir": workdir,
         "labels": labels,
         "mem_limit": f"{limits.memory_mb}m",

@@ -1,0 +1,181 @@
+"""The cheat corpus against the real grader in Docker: every cheat scores 0, as the agent's
+fault, with a reason; a killed grading container is an infra error; the agent cannot make its
+own failure look like infrastructure."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import docker
+import pytest
+
+from envs.swe.config import GradingConfig
+from envs.swe.grader import AgentPatch, Grader
+from envs.swe.grading import GradableTask
+from envs.swe.grading_log import parse_pytest_log
+from envs.swe.images import TaskImageConfig, TaskImageResolver
+from envs.swe.runtime import BackendSandboxes
+from envs.swe.tasks import load_shipped_tasks
+from harness.backends import DockerBackend
+from harness.clock import LoopClock
+from harness.sandbox import ContainerLimits, ExecLimits
+from harness.sandbox.base import Sandbox
+from tests.conftest import project_containers
+from tests.envs.swe.cheats import CHEATS, cheat_patch
+
+pytestmark = pytest.mark.docker
+
+TASK = load_shipped_tasks()[0]
+CONFIG = GradingConfig(test_timeout_s=8, kill_grace_s=1, host_margin_s=20)
+
+
+@pytest.fixture(scope="module")
+def runtime(docker_client: docker.DockerClient, base_image: str) -> Iterator[BackendSandboxes]:
+    backend = DockerBackend(
+        docker_client,
+        limits=ContainerLimits(memory_mb=512),
+        exec_limits=ExecLimits(kill_grace_s=1, host_grace_s=5),
+    )
+    yield BackendSandboxes(backend, TaskImageResolver(TaskImageConfig(), base_image))
+
+
+def make_grader(runtime: BackendSandboxes, config: GradingConfig = CONFIG) -> Grader:
+    return Grader(config, runtime.grading_sandbox, clock=LoopClock(), parse_log=parse_pytest_log)
+
+
+async def test_the_gold_patch_still_scores_1_through_the_hardened_grader(
+    runtime: BackendSandboxes,
+) -> None:
+    await runtime.ensure_image(TASK)
+    report = await make_grader(runtime).grade(TASK, AgentPatch(TASK.patch.encode()))
+    assert report.resolved and report.hardened and not report.tampered, report.to_dict()
+
+
+@pytest.mark.parametrize("name", sorted(CHEATS))
+async def test_a_cheating_patch_scores_0_with_a_reason_as_the_agents_fault(
+    runtime: BackendSandboxes, name: str
+) -> None:
+    await runtime.ensure_image(TASK)
+    patch = cheat_patch(TASK, CHEATS[name])
+    report = await make_grader(runtime).grade(
+        TASK, AgentPatch(patch.encode("utf-8", "surrogateescape"))
+    )
+    details = report.to_dict()
+    assert report.reward == 0.0, details
+    assert report.infra_error is None and report.fault == "agent", details
+    reason = report.invalid_reason or report.f2p_failed or report.p2p_failed
+    assert reason, details
+
+
+async def test_a_cheat_that_shadows_pytest_fools_the_unhardened_grader(
+    runtime: BackendSandboxes,
+) -> None:
+    """The corpus can fail: with the launcher off, the shadowed runner earns a 1 (the
+    regression this test guards against is the hardening being switched off by default)."""
+    await runtime.ensure_image(TASK)
+    patch = cheat_patch(TASK, CHEATS["shadow_pytest_module"]).encode()
+    unhardened = CONFIG.model_copy(update={"harden_pytest": False})
+    report = await make_grader(runtime, unhardened).grade(TASK, AgentPatch(patch))
+    assert report.reward == 1.0 and not report.hardened
+    assert GradingConfig().harden_pytest
+
+
+class _KilledDuringTests:
+    """A grading sandbox whose container is killed while the test command runs."""
+
+    def __init__(self, inner: Sandbox, client: docker.DockerClient) -> None:
+        self._inner = inner
+        self._client = client
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
+
+    async def exec(self, cmd: str, **kwargs: object) -> object:
+        if "launch_pytest.py" not in cmd:
+            return await self._inner.exec(cmd, **kwargs)  # type: ignore[arg-type]
+        running = asyncio.ensure_future(self._inner.exec(cmd, **kwargs))  # type: ignore[arg-type]
+        await asyncio.sleep(1.0)
+        container_id = self._inner._container.id  # type: ignore[attr-defined]
+        await asyncio.to_thread(self._client.containers.get(container_id).kill)
+        return await running
+
+
+async def test_a_grading_container_killed_mid_run_is_an_infra_error(
+    runtime: BackendSandboxes, docker_client: docker.DockerClient
+) -> None:
+    await runtime.ensure_image(TASK)
+
+    async def killed_factory(task: GradableTask) -> Sandbox:
+        inner = await runtime.grading_sandbox(task)
+        return _KilledDuringTests(inner, docker_client)  # type: ignore[return-value]
+
+    slow_gold = TASK.patch + cheat_patch(TASK, _sleep_at_import)
+    grader = Grader(CONFIG, killed_factory, clock=LoopClock(), parse_log=parse_pytest_log)
+    report = await grader.grade(TASK, AgentPatch(slow_gold.encode()))
+    assert report.infra_error is not None and report.fault == "infra", report.to_dict()
+    assert project_containers(docker_client) == []
+
+
+def _sleep_at_import(repo, task) -> None:  # type: ignore[no-untyped-def]
+    (repo / "slow_marker.py").write_text("")
+    init = next(p for p in sorted(repo.iterdir()) if (p / "__init__.py").is_file()) / "__init__.py"
+    init.write_text(init.read_text() + "\nimport time\ntime.sleep(6)\n")
+
+
+async def test_a_huge_sparse_file_is_the_agents_zero_not_an_infra_error(
+    runtime: BackendSandboxes,
+) -> None:
+    sandbox, release = await runtime.acquire(TASK)
+    try:
+        made = await sandbox.exec("truncate -s 1T big.bin && ls -l big.bin", timeout_s=30)
+        assert made.exit_code == 0, made.output
+        grader = make_grader(runtime)
+        patch = await grader.extract_patch(sandbox, TASK)
+        assert (
+            isinstance(patch, AgentPatch) and patch.too_large and "big.bin" in patch.changed_paths
+        )
+        report = await grader.grade(TASK, patch)
+        assert report.reward == 0.0 and report.fault == "agent"
+        assert report.invalid_reason == "patch_too_large"
+    finally:
+        await release()
+
+
+async def test_build_artefacts_are_left_out_of_the_extracted_patch(
+    runtime: BackendSandboxes,
+) -> None:
+    sandbox, release = await runtime.acquire(TASK)
+    try:
+        ran = await sandbox.exec(
+            f"{TASK.test_command} >/dev/null; ls -d */__pycache__", timeout_s=120
+        )
+        assert "__pycache__" in ran.output, ran.output
+        await sandbox.exec("mkdir -p x.egg-info && echo meta > x.egg-info/PKG-INFO", timeout_s=30)
+        await sandbox.exec(
+            "printf '\\x00\\x01binary' > data.bin && chmod 755 data.bin", timeout_s=30
+        )
+        patch = await make_grader(runtime).extract_patch(sandbox, TASK)
+        assert isinstance(patch, AgentPatch), patch
+        assert not [
+            path for path in patch.changed_paths if "__pycache__" in path or ".egg-info" in path
+        ]
+        assert "data.bin" in patch.changed_paths
+        assert b"GIT binary patch" in patch.diff and b"new file mode 100755" in patch.diff
+    finally:
+        await release()
+
+
+async def test_a_broken_repository_is_the_agents_zero_not_an_infra_error(
+    runtime: BackendSandboxes,
+) -> None:
+    sandbox, release = await runtime.acquire(TASK)
+    try:
+        await sandbox.exec("rm -rf .git/objects", timeout_s=30)
+        patch = await make_grader(runtime).extract_patch(sandbox, TASK)
+        assert isinstance(patch, AgentPatch) and patch.error is not None, patch
+        report = await make_grader(runtime).grade(TASK, patch)
+        assert report.reward == 0.0 and report.fault == "agent"
+        assert report.invalid_reason and "patch_extraction_failed" in report.invalid_reason
+    finally:
+        await release()
