@@ -21,7 +21,7 @@ import docker
 import docker.errors
 from pydantic import Field
 
-from envs.swe.taskgen.snapshot import materialize_repo
+from envs.swe.repo_source import materialize_task_repo
 from envs.swe.tasks import SWETask
 from harness.config import FrozenConfig
 from harness.errors import SandboxError
@@ -53,6 +53,11 @@ class TaskImageConfig(FrozenConfig):
     )
     swebench_arch: str = Field("x86_64", description="architecture part of SWE-bench image names")
     swebench_tag: str = Field("latest", description="tag of SWE-bench images")
+    allow_network: bool = Field(
+        False,
+        description="give `install_cmd` the network while a task image builds (off: builds are "
+        "offline, as on machines without a registry; the image tag records the choice)",
+    )
 
 
 class TaskImageResolver:
@@ -63,6 +68,8 @@ class TaskImageResolver:
         self.base_image = base_image
 
     def image_for(self, task: SWETask) -> str:
+        if task.image is not None:
+            return task.image
         if self.config.source == "swebench":
             # Docker Hub forbids "__" in names; SWE-bench writes it as "_1776_" (swe-envs.md §1.2).
             name = task.instance_id.replace("__", "_1776_").lower()
@@ -79,8 +86,9 @@ class TaskImageResolver:
         return "\n".join(lines) + "\n"
 
     def _input_hash(self, task: SWETask) -> str:
+        network = "network" if self.config.allow_network else "offline"
         inputs = "\0".join(
-            (self.dockerfile(task), task.base_commit, task.project_tree or "", task.repo)
+            (self.dockerfile(task), task.base_commit, task.project_tree or "", task.repo, network)
         )
         return hashlib.sha256(inputs.encode()).hexdigest()[:12]
 
@@ -102,6 +110,11 @@ def build_task_image(
     tag = resolver.image_for(task)
     if image_exists(client, tag):
         return False
+    if task.image is not None:
+        raise SandboxError(
+            f"task {task.instance_id} names the prebuilt image {tag}, which is not here; pull or "
+            f"build it first (`docker pull {tag}`): the conductor never pulls images"
+        )
     if resolver.config.source != "local":
         raise SandboxError(
             f"{tag} is not here and source={resolver.config.source!r} images are pulled, not built"
@@ -111,11 +124,16 @@ def build_task_image(
             f"base image {resolver.base_image} is missing; run `conductor images build`"
         )
     with tempfile.TemporaryDirectory(prefix="conductor-task-image-") as context:
-        materialize_repo(task, Path(context) / "repo")
+        materialize_task_repo(task, Path(context) / "repo")
         (Path(context) / "Dockerfile").write_text(resolver.dockerfile(task))
         try:
             client.images.build(
-                path=context, tag=tag, rm=True, forcerm=True, network_mode="none", pull=False
+                path=context,
+                tag=tag,
+                rm=True,
+                forcerm=True,
+                network_mode="default" if resolver.config.allow_network else "none",
+                pull=False,
             )
         except docker.errors.BuildError as exc:
             log_tail = "".join(str(chunk.get("stream", "")) for chunk in exc.build_log)[-1500:]
@@ -151,6 +169,6 @@ def materialize_local_templates(
     for task in tasks:
         destination = root_dir / task.instance_id
         if not destination.exists():
-            materialize_repo(task, destination)
+            materialize_task_repo(task, destination)
         templates[resolver.image_for(task)] = destination
     return templates

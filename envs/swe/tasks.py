@@ -221,9 +221,14 @@ class TaskLoadResult:
         return not self.errors
 
 
-def parse_task_records(records: Iterable[object], *, source: str = "<records>") -> TaskLoadResult:
-    """Validate raw records (dicts); a duplicate of an earlier `instance_id` is an error."""
-    collector = _Collector(source)
+def parse_task_records(
+    records: Iterable[object], *, source: str = "<records>", base_dir: Path | None = None
+) -> TaskLoadResult:
+    """Validate raw records (dicts); a duplicate of an earlier `instance_id` is an error.
+
+    A relative `repo_path` is taken from `base_dir` (the task file's directory) when given.
+    """
+    collector = _Collector(source, base_dir)
     for index, record in enumerate(records):
         collector.add(index, record)
     return collector.result()
@@ -279,7 +284,7 @@ def dump_tasks_jsonl(tasks: Iterable[SWETask]) -> str:
 
 
 def _load_jsonl(path: Path) -> TaskLoadResult:
-    collector = _Collector(str(path))
+    collector = _Collector(str(path), path.parent)
     text = path.read_text(encoding="utf-8")
     records = (line for line in enumerate(text.splitlines(), start=1) if line[1].strip())
     for index, (line_number, line) in enumerate(records):
@@ -299,7 +304,7 @@ def _load_json(path: Path) -> TaskLoadResult:
         raise TaskSetError(f"task file {path} is not valid JSON: {exc}") from exc
     if not isinstance(loaded, list):
         raise TaskSetError(f"task file {path} must hold a JSON list of task objects")
-    return parse_task_records(loaded, source=str(path))
+    return parse_task_records(loaded, source=str(path), base_dir=path.parent)
 
 
 def _load_parquet(path: Path) -> TaskLoadResult:
@@ -309,14 +314,15 @@ def _load_parquet(path: Path) -> TaskLoadResult:
         table = pq.read_table(path)
     except Exception as exc:  # pyarrow raises several unrelated types for a bad file
         raise TaskSetError(f"task file {path} is not a readable Parquet file: {exc}") from exc
-    return parse_task_records(table.to_pylist(), source=str(path))
+    return parse_task_records(table.to_pylist(), source=str(path), base_dir=path.parent)
 
 
 class _Collector:
     """Validates records one at a time, keeping the good tasks and every error."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, base_dir: Path | None = None) -> None:
         self._source = source
+        self._base_dir = base_dir
         self._tasks: list[SWETask] = []
         self._errors: list[TaskLoadError] = []
         self._seen: set[str] = set()
@@ -328,8 +334,12 @@ class _Collector:
             return
         raw_id = record.get("instance_id")
         instance_id = raw_id if isinstance(raw_id, str) and raw_id else None
+        fields = dict(record)
+        repo_path = fields.get("repo_path")
+        if isinstance(repo_path, str) and repo_path and self._base_dir is not None:
+            fields["repo_path"] = str(self._base_dir / Path(repo_path).expanduser())
         try:
-            task = SWETask.model_validate(dict(record))
+            task = SWETask.model_validate(fields)
         except ValidationError as exc:
             for error in exc.errors():
                 field = ".".join(str(part) for part in error["loc"]) or None

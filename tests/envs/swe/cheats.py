@@ -231,7 +231,8 @@ def reexec_fake_suite(repo: Path, task: SWETask) -> None:
         if not os.environ.get("CHEAT_REEXEC"):
             os.environ["CHEAT_REEXEC"] = "1"
             os.chdir("fake_suite")
-            os.execv(sys.executable, [sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider"])
+            argv = [sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider"]
+            os.execv(sys.executable, argv)
         """
     )
     _append_to_package(repo, code)
