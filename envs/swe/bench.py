@@ -1,8 +1,10 @@
 """`conductor bench swe`: the SWE env's infrastructure costs, measured in one run.
 
 Times (1) building every task image from scratch and (2) again from cache, (3) starting a
-container from a task image, and (4) grading each task's gold patch in a fresh container
-(and checks each gold patch earns reward 1, so a broken task cannot hide in a fast number).
+container from a task image, and (4) grading each task's gold patch in a fresh container,
+hardened (launcher, report, canaries: the default) and plain, interleaved task by task so both
+see the same machine (and checks each gold patch earns reward 1 either way, so a broken task
+cannot hide in a fast number).
 """
 
 from __future__ import annotations
@@ -35,8 +37,14 @@ class SWEBenchResult:
     build_cached_s: float = 0.0
     container_start_s: list[float] = field(default_factory=list)
     grading_s: list[float] = field(default_factory=list)
+    plain_grading_s: list[float] = field(default_factory=list)
     gold_resolved: int = 0
+    plain_gold_resolved: int = 0
     failures: list[str] = field(default_factory=list)
+
+    def _hardening_ratios(self) -> list[float]:
+        pairs = zip(self.grading_s, self.plain_grading_s, strict=True)
+        return [hardened / plain for hardened, plain in pairs]
 
     def rows(self) -> list[tuple[str, str]]:
         start = self.container_start_s
@@ -49,9 +57,19 @@ class SWEBenchResult:
                 f"container start (median of {len(start)})",
                 f"{1000 * statistics.median(start):.0f} ms",
             ),
-            ("grading per task (median)", f"{statistics.median(self.grading_s):.2f} s"),
-            ("grading per task (max)", f"{max(self.grading_s):.2f} s"),
-            ("gold patch resolved", f"{self.gold_resolved}/{self.tasks}"),
+            ("grading per task, hardened (median)", f"{statistics.median(self.grading_s):.2f} s"),
+            ("grading per task, hardened (max)", f"{max(self.grading_s):.2f} s"),
+            (
+                "grading per task, plain (median)",
+                f"{statistics.median(self.plain_grading_s):.2f} s",
+            ),
+            ("grading per task, plain (max)", f"{max(self.plain_grading_s):.2f} s"),
+            (
+                "hardened / plain (median of per-task ratios)",
+                f"{statistics.median(self._hardening_ratios()):.2f}x",
+            ),
+            ("gold patch resolved, hardened", f"{self.gold_resolved}/{self.tasks}"),
+            ("gold patch resolved, plain", f"{self.plain_gold_resolved}/{self.tasks}"),
         ]
 
 
@@ -79,19 +97,28 @@ async def run_swe_bench(
         result.container_start_s.append(time.perf_counter() - started)
         await sandbox.aclose()
 
-    grader = Grader(
-        SWEEnvConfig().grading,
-        runtime.grading_sandbox,
-        clock=LoopClock(),
-        parse_log=parse_pytest_log,
-    )
+    hardened_config = SWEEnvConfig().grading
+    plain_config = hardened_config.model_copy(update={"harden_pytest": False})
+    graders = {
+        hardened: Grader(
+            config, runtime.grading_sandbox, clock=LoopClock(), parse_log=parse_pytest_log
+        )
+        for hardened, config in ((True, hardened_config), (False, plain_config))
+    }
     for index, task in enumerate(tasks, start=1):
         progress(f"grading gold patch {index}/{len(tasks)}")
-        started = time.perf_counter()
-        report = await grader.grade(task, AgentPatch(diff=task.patch.encode()))
-        result.grading_s.append(time.perf_counter() - started)
-        if report.resolved:
-            result.gold_resolved += 1
-        else:
-            result.failures.append(task.instance_id)
+        order = (True, False) if index % 2 else (False, True)  # alternate who goes first
+        for hardened in order:
+            started = time.perf_counter()
+            report = await graders[hardened].grade(task, AgentPatch(diff=task.patch.encode()))
+            seconds = time.perf_counter() - started
+            (result.grading_s if hardened else result.plain_grading_s).append(seconds)
+            if report.resolved and hardened:
+                result.gold_resolved += 1
+            elif report.resolved:
+                result.plain_gold_resolved += 1
+            else:
+                result.failures.append(
+                    f"{task.instance_id} ({'hardened' if hardened else 'plain'})"
+                )
     return result

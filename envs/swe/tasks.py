@@ -14,7 +14,7 @@ Loading never stops at the first bad record: `load_tasks` returns the good tasks
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
@@ -222,22 +222,31 @@ class TaskLoadResult:
 
 
 def parse_task_records(
-    records: Iterable[object], *, source: str = "<records>", base_dir: Path | None = None
+    records: Iterable[object],
+    *,
+    source: str = "<records>",
+    base_dir: Path | None = None,
+    transform: RecordTransform | None = None,
 ) -> TaskLoadResult:
     """Validate raw records (dicts); a duplicate of an earlier `instance_id` is an error.
 
     A relative `repo_path` is taken from `base_dir` (the task file's directory) when given.
     """
-    collector = _Collector(source, base_dir)
+    collector = _Collector(source, base_dir, transform)
     for index, record in enumerate(records):
         collector.add(index, record)
     return collector.result()
 
 
-def load_tasks(path: str | Path) -> TaskLoadResult:
+RecordTransform = Callable[[Mapping[str, Any]], Mapping[str, Any]]
+"""Turns a dataset row into a task record (`envs.swe.datasets`); raises ValueError if it can't."""
+
+
+def load_tasks(path: str | Path, *, transform: RecordTransform | None = None) -> TaskLoadResult:
     """Load tasks from a `.jsonl`, `.json` (a list of objects) or `.parquet` file.
 
-    Bad records are reported in `errors` and skipped; the others load.
+    Bad records are reported in `errors` and skipped; the others load. `transform` maps each
+    row to a record first (a row it rejects is reported like any bad record).
 
     Raises:
         TaskSetError: the file is missing, has another suffix, or is not JSON/Parquet at all.
@@ -247,11 +256,11 @@ def load_tasks(path: str | Path) -> TaskLoadResult:
         raise TaskSetError(f"task file {path} does not exist")
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
-        return _load_jsonl(path)
+        return _load_jsonl(path, transform)
     if suffix == ".json":
-        return _load_json(path)
+        return _load_json(path, transform)
     if suffix == ".parquet":
-        return _load_parquet(path)
+        return _load_parquet(path, transform)
     raise TaskSetError(f"task file {path} must end in .jsonl, .json or .parquet")
 
 
@@ -283,8 +292,8 @@ def dump_tasks_jsonl(tasks: Iterable[SWETask]) -> str:
     )
 
 
-def _load_jsonl(path: Path) -> TaskLoadResult:
-    collector = _Collector(str(path), path.parent)
+def _load_jsonl(path: Path, transform: RecordTransform | None) -> TaskLoadResult:
+    collector = _Collector(str(path), path.parent, transform)
     text = path.read_text(encoding="utf-8")
     records = (line for line in enumerate(text.splitlines(), start=1) if line[1].strip())
     for index, (line_number, line) in enumerate(records):
@@ -297,32 +306,37 @@ def _load_jsonl(path: Path) -> TaskLoadResult:
     return collector.result()
 
 
-def _load_json(path: Path) -> TaskLoadResult:
+def _load_json(path: Path, transform: RecordTransform | None) -> TaskLoadResult:
     try:
         loaded = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise TaskSetError(f"task file {path} is not valid JSON: {exc}") from exc
     if not isinstance(loaded, list):
         raise TaskSetError(f"task file {path} must hold a JSON list of task objects")
-    return parse_task_records(loaded, source=str(path), base_dir=path.parent)
+    return parse_task_records(loaded, source=str(path), base_dir=path.parent, transform=transform)
 
 
-def _load_parquet(path: Path) -> TaskLoadResult:
+def _load_parquet(path: Path, transform: RecordTransform | None) -> TaskLoadResult:
     import pyarrow.parquet as pq  # heavy; only needed for Parquet files
 
     try:
         table = pq.read_table(path)
     except Exception as exc:  # pyarrow raises several unrelated types for a bad file
         raise TaskSetError(f"task file {path} is not a readable Parquet file: {exc}") from exc
-    return parse_task_records(table.to_pylist(), source=str(path), base_dir=path.parent)
+    return parse_task_records(
+        table.to_pylist(), source=str(path), base_dir=path.parent, transform=transform
+    )
 
 
 class _Collector:
     """Validates records one at a time, keeping the good tasks and every error."""
 
-    def __init__(self, source: str, base_dir: Path | None = None) -> None:
+    def __init__(
+        self, source: str, base_dir: Path | None = None, transform: RecordTransform | None = None
+    ) -> None:
         self._source = source
         self._base_dir = base_dir
+        self._transform = transform
         self._tasks: list[SWETask] = []
         self._errors: list[TaskLoadError] = []
         self._seen: set[str] = set()
@@ -334,6 +348,12 @@ class _Collector:
             return
         raw_id = record.get("instance_id")
         instance_id = raw_id if isinstance(raw_id, str) and raw_id else None
+        if self._transform is not None:
+            try:
+                record = self._transform(record)
+            except (ValueError, KeyError, TypeError) as exc:
+                self.reject(index, instance_id, None, f"cannot be read as a task: {exc}", line)
+                return
         fields = dict(record)
         repo_path = fields.get("repo_path")
         if isinstance(repo_path, str) and repo_path and self._base_dir is not None:

@@ -8,8 +8,10 @@ import docker
 import typer
 from rich.progress import Progress
 
+from envs.swe.datasets import DatasetConfig, load_dataset_tasks
 from envs.swe.images import TaskImageConfig, TaskImageResolver, build_task_images
-from envs.swe.tasks import load_tasks
+from envs.swe.tasks import TaskSetError
+from harness.config import ConfigError, load_config
 from harness.errors import HarnessError
 from harness.images import BaseImageRecipe, base_image_tag, build_base_image, image_exists
 from harness.sandbox.docker import docker_client
@@ -25,6 +27,20 @@ def build(
     tasks: Path | None = typer.Option(
         None, "--tasks", help="SWE task file (JSONL/JSON/Parquet): also build one image per task"
     ),
+    dataset_format: str = typer.Option(
+        "conductor",
+        "--format",
+        help="column layout of --tasks: conductor (our records), swe-bench, swe-gym, "
+        "swe-rebench or r2e-gym (docs/swe.md); rows naming a prebuilt image are checked, not built",
+    ),
+    dataset_config: Path | None = typer.Option(
+        None,
+        "--dataset-config",
+        help="YAML of the dataset conventions (image_template, test_cmd, repos: ...) for --tasks",
+    ),
+    allow_network: bool = typer.Option(
+        False, "--allow-network", help="let install_cmd use the network while task images build"
+    ),
     force: bool = typer.Option(False, "--force", help="rebuild the base image even if it exists"),
 ) -> None:
     """Build the base image with debootstrap + docker import (about 40 s), if missing."""
@@ -39,18 +55,27 @@ def build(
                 build_base_image(client, recipe, progress=lambda line: status.update(line))
             console.print(f"built base image [bold]{tag}[/]")
         if tasks is not None:
-            _build_task_images(client, tag, tasks)
-    except HarnessError as exc:
+            overrides = [f"format={dataset_format}"]
+            dataset = load_config(DatasetConfig, dataset_config, overrides)
+            image_config = TaskImageConfig(allow_network=allow_network)
+            _build_task_images(client, tag, tasks, dataset, image_config)
+    except (HarnessError, ConfigError, TaskSetError) as exc:
         fail(str(exc))
 
 
-def _build_task_images(client: docker.DockerClient, base_image: str, tasks_path: Path) -> None:
-    loaded = load_tasks(tasks_path)
+def _build_task_images(
+    client: docker.DockerClient,
+    base_image: str,
+    tasks_path: Path,
+    dataset: DatasetConfig,
+    image_config: TaskImageConfig,
+) -> None:
+    loaded = load_dataset_tasks(tasks_path, dataset)
     for error in loaded.errors:
         console.print(f"[yellow]skipped:[/] {error}")
     if not loaded.tasks:
         fail(f"no valid task in {tasks_path}; see the messages above")
-    resolver = TaskImageResolver(TaskImageConfig(), base_image)
+    resolver = TaskImageResolver(image_config, base_image)
     with Progress(console=console, transient=True) as progress:
         bar = progress.add_task("task images", total=len(loaded.tasks))
         report = build_task_images(

@@ -14,6 +14,7 @@ from typing import Any, Literal, Self, TypeVar
 
 from pydantic import Field, field_validator, model_validator
 
+from envs.swe.datasets import DatasetConfig
 from harness.config import FrozenConfig, load_config
 from rollout.core.config import AsyncFactor, RolloutConfig
 from rollout.jobs.policies import resolve_policy_spec
@@ -116,7 +117,17 @@ class RunConfig(FrozenConfig):
         default=2, ge=0, description="Staleness bound; 0 and 1 = on-policy (steps)."
     )
     task_ids: tuple[str, ...] = Field(
-        default=(), description="Shipped SWE tasks to use, by instance id; empty = all of them."
+        default=(), description="SWE tasks to use, by instance id; empty = all of them."
+    )
+    tasks_file: str = Field(
+        default="",
+        description="Your own SWE task file (JSONL / JSON / Parquet, relative paths from the "
+        "config file; docs/swe.md); empty: the shipped offline task set.",
+    )
+    tasks_dataset: DatasetConfig = Field(
+        default_factory=DatasetConfig,
+        description="Column layout of tasks_file (format: conductor, swe-bench, swe-gym, "
+        "swe-rebench, r2e-gym) and the conventions its rows leave out.",
     )
     system_prompt: str = Field(
         default="You are a software engineer fixing an issue in a repository.",

@@ -19,7 +19,9 @@ from typing import Any
 
 from envs.swe import SWEEnv, SWEEnvConfig, SWETask, load_shipped_tasks, swe_backend
 from envs.swe.actions import ParsedAction, parse_action, swe_tool_specs
+from envs.swe.datasets import DatasetConfig, load_dataset_tasks
 from envs.swe.runtime import BackendSandboxes
+from envs.swe.tasks import TaskSetError
 from harness.clock import LoopClock
 from harness.config import ConfigError
 from harness.events import EventBus
@@ -62,19 +64,38 @@ class SWERunResult:
     elapsed_s: float
 
 
-def select_tasks(task_ids: Sequence[str]) -> list[SWETask]:
-    """The shipped tasks named by `task_ids` (all of them when empty), in the given order."""
-    tasks = list(load_shipped_tasks())
+def select_tasks(
+    task_ids: Sequence[str],
+    tasks_file: Path | None = None,
+    dataset: DatasetConfig | None = None,
+) -> list[SWETask]:
+    """The tasks named by `task_ids` (all of them when empty), in the given order, from
+    `tasks_file` (read as `dataset` says) or the shipped set. Bad records are a ConfigError."""
+    if tasks_file is None:
+        tasks = list(load_shipped_tasks())
+        listing = (
+            "`python -c 'from envs.swe import load_shipped_tasks as l; print([t.instance_id for "
+            "t in l()])'`"
+        )
+    else:
+        try:
+            loaded = load_dataset_tasks(tasks_file, dataset or DatasetConfig())
+        except TaskSetError as exc:
+            raise ConfigError(str(exc)) from exc
+        if loaded.errors:
+            listing = "\n  ".join(str(error) for error in loaded.errors)
+            raise ConfigError(
+                f"{len(loaded.errors)} bad task record(s) in {tasks_file}; fix or remove them:"
+                f"\n  {listing}"
+            )
+        tasks = list(loaded.tasks)
+        listing = f"the instance_id fields of {tasks_file}"
     if not task_ids:
         return tasks
     by_id = {task.instance_id: task for task in tasks}
     missing = [task_id for task_id in task_ids if task_id not in by_id]
     if missing:
-        raise ConfigError(
-            f"unknown SWE task ids {missing}; list them with "
-            "`python -c 'from envs.swe import load_shipped_tasks as l; print([t.instance_id for "
-            "t in l()])'`"
-        )
+        raise ConfigError(f"unknown SWE task ids {missing}; see {listing}")
     return [by_id[task_id] for task_id in task_ids]
 
 
@@ -103,7 +124,8 @@ async def run_swe_rollout(
     )
     pool_config = config.pool.load(PoolConfig, base_dir)
     swe_config = config.swe.load(SWEEnvConfig, base_dir)
-    tasks = select_tasks(config.task_ids)
+    tasks_file = base_dir / config.tasks_file if config.tasks_file else None
+    tasks = select_tasks(config.task_ids, tasks_file, config.tasks_dataset)
     clock, bus = LoopClock(), EventBus()
     tokenizer: Tokenizer = ByteTokenizer()
     chat_format: Callable[[], ChatFormat] | None = None

@@ -206,3 +206,21 @@ def test_a_plain_swe_bench_record_without_a_repository_says_what_to_do(
     (task,) = load_tasks_strict(own.write_tasks(tmp_path / "t.jsonl"))
     with pytest.raises(ValueError, match=r"give it `repo_path`.*docs/swe\.md"):
         materialize_task_repo(task, tmp_path / "out")
+
+
+def test_images_build_takes_a_users_task_file(
+    own: OwnRepo, tmp_path: Path, docker_client: docker.DockerClient, base_image: str
+) -> None:
+    from typer.testing import CliRunner
+
+    from rollout.cli.app import app
+
+    tasks_file = own.write_tasks(tmp_path / "tasks.jsonl", repo_path=str(own.bundle))
+    done = CliRunner().invoke(app, ["images", "build", "--tasks", str(tasks_file)])
+    assert done.exit_code == 0, done.output
+    assert "1 built" in done.output or "1 up to date" in done.output
+    broken = own.write_tasks(
+        tmp_path / "broken.jsonl", repo_path=str(own.bundle), base_commit="1" * 40
+    )
+    done = CliRunner().invoke(app, ["images", "build", "--tasks", str(broken)])
+    assert done.exit_code == 1 and "does not hold base_commit" in done.output, done.output
