@@ -289,7 +289,8 @@ class Grader:
         pytest_command = parse_pytest_command(task.test_command) if config.harden_pytest else None
         canary = Canary(self._nonce()) if pytest_command is not None else None
         launch = None
-        await sandbox.exec(f"mkdir -p {run_dir}", timeout_s=config.git_timeout_s)
+        if pytest_command is None:  # the log's directory; write_file makes its own
+            await sandbox.exec(f"mkdir -p {run_dir}", timeout_s=config.git_timeout_s)
         if pytest_command is not None and canary is not None:
             launch = LaunchPaths(
                 launcher=f"{run_dir}/launch_pytest.py",
