@@ -61,3 +61,40 @@ def test_conductor_simulate_prints_a_simulated_comparison(tmp_path: Path) -> Non
     assert sorted(path.name for path in root.iterdir()) == ["conductor", "sync", "traj_async"]
     steps = [json.loads(line) for line in (root / "sync" / "steps.jsonl").read_text().splitlines()]
     assert [step["step"] for step in steps] == [1]
+
+
+def test_conductor_run_on_a_users_own_task_file(tmp_path: Path) -> None:
+    """Way 1 end to end: a SWE-bench record plus a git bundle, from `tasks_file`."""
+    from tests.envs.swe.own_repo import make_own_repo
+
+    own = make_own_repo(tmp_path / "own")
+    tasks_file = own.write_tasks(tmp_path / "tasks.jsonl", repo_path="own/mylib.bundle")
+    overrides = [
+        f"tasks_file={tasks_file}",
+        "steps=1",
+        "groups_per_step=1",
+        "group_size=4",
+        "async_factor=1",
+        "pool.overrides=[backend=local, warm_per_image=1, max_live=6, act_slots=4]",
+        "model.overrides=[cost.t_weights_s=0.0005]",
+        "trainer.train_time_s=0.1",
+        "scripted.fix_probability=0.5",
+        "seed=3",
+    ]
+    out = tmp_path / "runs"
+    result = CliRunner().invoke(cli(run), [str(DEFAULT_RUN_CONFIG), *overrides, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    [run_dir] = list(out.iterdir())
+    [group] = list(read_jsonl_groups(run_dir / "trajectories.jsonl"))
+    assert len(group) == 4
+    assert all(t.infra_error is None for t in group) and {t.reward for t in group} == {0.0, 1.0}
+
+
+def test_conductor_run_reports_bad_records_of_a_task_file_in_one_message(tmp_path: Path) -> None:
+    tasks_file = tmp_path / "tasks.jsonl"
+    tasks_file.write_text('{"instance_id": "x__y-1"}\n')
+    result = CliRunner().invoke(
+        cli(run), [str(DEFAULT_RUN_CONFIG), f"tasks_file={tasks_file}", "--out", str(tmp_path)]
+    )
+    assert result.exit_code != 0 and "bad task record" in result.output, result.output
+    assert "Traceback" not in result.output
