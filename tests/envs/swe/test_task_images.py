@@ -1,0 +1,35 @@
+"""Task image names (pure): a content hash of every input, prebuilt images passed through."""
+
+from __future__ import annotations
+
+from envs.swe.images import TaskImageConfig, TaskImageResolver
+from envs.swe.tasks import load_shipped_tasks
+
+TASK = load_shipped_tasks()[0]
+
+
+def resolver(**config: object) -> TaskImageResolver:
+    return TaskImageResolver(TaskImageConfig(**config), "aio-conductor/base:abc")  # type: ignore[arg-type]
+
+
+def test_the_tag_is_stable_and_changes_with_every_input() -> None:
+    tag = resolver().image_for(TASK)
+    assert tag == resolver().image_for(TASK)
+    changed = [
+        resolver().image_for(TASK.model_copy(update={"install_cmd": "pip install -e ."})),
+        resolver().image_for(TASK.model_copy(update={"base_commit": "f" * 40})),
+        resolver(allow_network=True).image_for(TASK),  # built under other conditions
+        TaskImageResolver(TaskImageConfig(), "aio-conductor/base:def").image_for(TASK),
+    ]
+    assert tag not in changed and len(set(changed)) == len(changed)
+
+
+def test_a_prebuilt_image_is_used_as_named_whatever_the_source() -> None:
+    prebuilt = TASK.model_copy(update={"image": "me/env:1", "project": None})
+    assert resolver().image_for(prebuilt) == "me/env:1"
+    assert resolver(source="swebench").image_for(prebuilt) == "me/env:1"
+
+
+def test_install_runs_in_the_image_build() -> None:
+    with_install = TASK.model_copy(update={"install_cmd": "pip install -e ."})
+    assert resolver().dockerfile(with_install).endswith("RUN pip install -e .\n")
