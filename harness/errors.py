@@ -45,6 +45,10 @@ class SandboxDeadError(SandboxError):
     """The sandbox died (container removed, OOM-killed, daemon restarted)."""
 
 
+class DockerUnavailableError(SandboxError):
+    """The Docker daemon did not answer (connection refused or reset, restarting, timed out)."""
+
+
 class ImageNotFoundError(SandboxError):
     """The requested image does not exist locally."""
 

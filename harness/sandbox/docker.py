@@ -24,13 +24,20 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, TypeVar
 
 import docker
 import docker.errors
+import requests
+import urllib3
 from docker.models.containers import Container
 
-from harness.errors import ImageNotFoundError, SandboxDeadError, SandboxError
+from harness.errors import (
+    DockerUnavailableError,
+    ImageNotFoundError,
+    SandboxDeadError,
+    SandboxError,
+)
 from harness.sandbox.base import (
     ExecResult,
     OutputCap,
@@ -40,6 +47,8 @@ from harness.sandbox.base import (
 )
 from harness.sandbox.labels import owner_labels
 from harness.sandbox.limits import ContainerLimits, ExecLimits
+
+T = TypeVar("T")
 
 __all__ = ["DockerSandbox", "docker_client"]
 
@@ -91,7 +100,7 @@ class DockerSandbox:
     ) -> DockerSandbox:
         """Start a container from `image` and return its sandbox once it runs."""
         limits = limits or ContainerLimits()
-        container = await asyncio.to_thread(
+        container = await _docker_call(
             _run_container,
             client,
             image,
@@ -125,7 +134,7 @@ class DockerSandbox:
         host_deadline_s = timeout_s + limits.kill_grace_s + limits.host_grace_s
         try:
             async with asyncio.timeout(host_deadline_s):
-                exit_code = await asyncio.to_thread(
+                exit_code = await self._call(
                     self._exec_blocking,
                     argv,
                     workdir or self._workdir,
@@ -154,7 +163,7 @@ class DockerSandbox:
         owner = await self._prepare_write(target)
         archive = _single_file_tar(target.name, content, owner)
         try:
-            ok = await asyncio.to_thread(self._container.put_archive, str(target.parent), archive)
+            ok = await self._call(self._container.put_archive, str(target.parent), archive)
         except docker.errors.NotFound as exc:
             raise self._died(exc) from exc
         except docker.errors.APIError as exc:
@@ -166,7 +175,7 @@ class DockerSandbox:
         self._check_usable()
         target = self._absolute(path)
         try:
-            return await asyncio.to_thread(self._read_blocking, str(target))
+            return await self._call(self._read_blocking, str(target))
         except docker.errors.NotFound as exc:
             if await self.is_alive():
                 raise FileNotFoundError(f"{target} does not exist in the sandbox") from exc
@@ -176,9 +185,11 @@ class DockerSandbox:
         if self._closed or self._dead_reason is not None:
             return False
         try:
-            await asyncio.to_thread(self._container.reload)
+            await self._call(self._container.reload)
         except docker.errors.NotFound:
             return False
+        except SandboxDeadError:
+            return False  # the daemon did not answer: its containers cannot be trusted
         return self._container.status == "running"
 
     async def aclose(self) -> None:
@@ -253,6 +264,14 @@ class DockerSandbox:
         posix = PurePosixPath(path)
         return posix if posix.is_absolute() else PurePosixPath(self._workdir) / posix
 
+    async def _call(self, blocking: Callable[..., T], *args: Any) -> T:
+        """Run a docker-py call in a thread; a daemon that does not answer kills this sandbox
+        (a restarted daemon has stopped its containers), as a `SandboxDeadError`."""
+        try:
+            return await _docker_call(blocking, *args)
+        except DockerUnavailableError as exc:
+            raise self._died(exc) from exc
+
     def _check_usable(self) -> None:
         if self._closed:
             raise SandboxDeadError("the sandbox is closed")
@@ -268,12 +287,34 @@ class DockerSandbox:
             await asyncio.to_thread(self._container.remove, force=True)
         except docker.errors.NotFound:
             pass
+        except _TRANSPORT_ERRORS:
+            pass  # the daemon is away; the reaper removes the container once it is back
         except docker.errors.APIError as exc:
             if exc.status_code != 409:  # 409: removal already in progress
                 raise SandboxError(f"could not remove container {self.container_id[:12]}") from exc
 
 
 _KEEPALIVE_STEP_S = 10
+_TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
+    requests.exceptions.ConnectionError,
+    requests.exceptions.Timeout,
+    urllib3.exceptions.HTTPError,
+    ConnectionError,
+)
+
+
+async def _docker_call(blocking: Callable[..., T], *args: Any) -> T:
+    """`blocking(*args)` in a worker thread; transport failures become `DockerUnavailableError`
+    (docker-py raises `requests` / `urllib3` errors for them, which nothing else expects)."""
+    try:
+        return await asyncio.to_thread(blocking, *args)
+    except docker.errors.DockerException:
+        raise
+    except _TRANSPORT_ERRORS as exc:
+        raise DockerUnavailableError(
+            f"the Docker daemon did not answer ({type(exc).__name__}: {exc}); check that dockerd "
+            "is running (`docker info`)"
+        ) from exc
 
 
 def _keepalive_command(ttl_s: float) -> list[str]:

@@ -7,6 +7,7 @@ from typing import NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 __all__ = ["config_and_overrides", "console", "fail"]
 
@@ -15,7 +16,7 @@ console = Console(stderr=False, highlight=False)
 
 def fail(message: str, *, exit_code: int = 1) -> NoReturn:
     """Print `message` in red and exit; the message should say what to do next."""
-    Console(stderr=True).print(f"[bold red]error:[/] {message}")
+    Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}")
     raise typer.Exit(exit_code)
 
 

@@ -11,7 +11,7 @@ steps, engine time series, metrics and the report.
 from __future__ import annotations
 
 import asyncio
-import time
+import contextlib
 from pathlib import Path
 
 import typer
@@ -21,6 +21,7 @@ from rich.table import Table
 from harness.config import load_config
 from harness.errors import HarnessError
 from rollout.cli.console import config_and_overrides, console, fail
+from rollout.cli.run_dirs import new_run_dir
 from rollout.errors import RolloutError
 from rollout.jobs.config import RunConfig
 from rollout.jobs.policies import UnknownPolicyError
@@ -47,7 +48,7 @@ def run(
         settings = load_config(RunConfig, config, extra)
     except HarnessError as exc:
         fail(str(exc))
-    run_dir = (out or Path(settings.out_dir)) / time.strftime("%Y%m%d-%H%M%S")
+    run_dir = new_run_dir(out or Path(settings.out_dir))
 
     def announce(backend: str) -> None:
         if backend != "docker":
@@ -72,6 +73,8 @@ def run(
                 )
             )
         except (HarnessError, RolloutError, UnknownPolicyError) as exc:
+            with contextlib.suppress(OSError):
+                run_dir.rmdir()  # only if nothing was written into it
             fail(str(exc))
     if report:
         _write_report(run_dir)

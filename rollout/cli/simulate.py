@@ -10,7 +10,6 @@ model it used.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from rich.table import Table
 from harness.config import load_config
 from harness.errors import ConfigError
 from rollout.cli.console import console, fail
+from rollout.cli.run_dirs import new_run_dir
 from rollout.errors import RolloutError
 from rollout.jobs.config import SimulateConfig
 from rollout.jobs.policies import UnknownPolicyError, resolve_policy_spec
@@ -56,7 +56,7 @@ def simulate(
         policies = [resolve_policy_spec(spec) for spec in settings.policies]
     except (ConfigError, UnknownPolicyError) as exc:
         fail(str(exc))
-    root = (out or Path(settings.out_dir)) / time.strftime("%Y%m%d-%H%M%S")
+    root = new_run_dir(out or Path(settings.out_dir))
     console.print(_cost_model_text(simulation))
     runs: list[PolicyRun] = []
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())

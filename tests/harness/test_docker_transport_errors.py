@@ -1,0 +1,42 @@
+"""A Docker daemon that stops answering is a sandbox error, never a `requests` exception that
+crashes the run (fault 1 of the reliability issue)."""
+
+from __future__ import annotations
+
+import docker
+import pytest
+
+from harness.errors import DockerUnavailableError, SandboxDeadError, SandboxError
+from harness.sandbox.docker import DockerSandbox
+from harness.sandbox.limits import ExecLimits
+
+pytestmark = pytest.mark.docker
+
+NOWHERE = "unix:///tmp/conductor-no-daemon-here.sock"
+
+
+def unreachable_client() -> docker.DockerClient:
+    return docker.DockerClient(base_url=NOWHERE, version="1.41", timeout=2)
+
+
+async def test_creating_a_sandbox_without_a_daemon_is_a_sandbox_error(base_image: str) -> None:
+    with pytest.raises(DockerUnavailableError, match=r"did not answer.*dockerd"):
+        await DockerSandbox.create(unreachable_client(), base_image)
+
+
+async def test_a_sandbox_whose_daemon_goes_away_dies_cleanly(
+    docker_client: docker.DockerClient, base_image: str
+) -> None:
+    live = await DockerSandbox.create(docker_client, base_image)
+    try:
+        gone = unreachable_client()
+        container = gone.containers.prepare_model(live._container.attrs)
+        orphan = DockerSandbox(gone, container, live.workdir, ExecLimits())
+        with pytest.raises(SandboxDeadError):
+            await orphan.exec("true", timeout_s=5)
+        assert not await orphan.is_alive()
+        with pytest.raises(SandboxError):
+            await orphan.read_file("x")
+        await orphan.aclose()  # no exception although the daemon cannot be reached
+    finally:
+        await live.aclose()
