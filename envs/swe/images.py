@@ -9,7 +9,9 @@ builds by default, or SWE-bench's published per-instance names for users with a 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import re
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -136,9 +138,18 @@ def build_task_image(
                 pull=False,
             )
         except docker.errors.BuildError as exc:
-            log_tail = "".join(str(chunk.get("stream", "")) for chunk in exc.build_log)[-1500:]
-            raise SandboxError(f"building {tag} failed: {exc.msg}\n{log_tail}") from exc
+            log = "".join(str(chunk.get("stream", "")) for chunk in exc.build_log)
+            _remove_dangling_layers(client, log)
+            raise SandboxError(f"building {tag} failed: {exc.msg}\n{log[-1500:]}") from exc
     return True
+
+
+def _remove_dangling_layers(client: docker.DockerClient, build_log: str) -> None:
+    """Remove the untagged images a failed build left (its `---> <id>` steps), best effort."""
+    for layer_id in reversed(re.findall(r"---> ([0-9a-f]{12})\b", build_log)):
+        with contextlib.suppress(docker.errors.DockerException):
+            if not client.images.get(layer_id).tags:
+                client.images.remove(layer_id, noprune=False)
 
 
 def build_task_images(

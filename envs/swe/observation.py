@@ -4,11 +4,14 @@ A tool result is `<returncode>N</returncode>` followed by `<output>…</output>`
 than `max_output_chars` keeps its head and tail halves with a note saying how many characters
 were elided (the command's end, where errors and summaries are, matters as much as its start).
 Notes about the step itself (a timeout, dropped extra actions, the end of the episode) follow
-in `<note>` tags. Structured facts go to the step's `info`, never only into the text.
+in `<note>` tags. Structured facts go to the step's `info`, never only into the text. The env's
+own tags inside tool output are escaped (`&lt;note&gt;`), so a command cannot print a note that
+seems to come from the env, or close `<output>` early.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -16,6 +19,7 @@ from envs.swe.actions import ToolSpec
 
 __all__ = [
     "RenderedOutput",
+    "escape_env_markup",
     "ignored_actions_note",
     "render_format_error",
     "render_initial_prompt",
@@ -24,6 +28,14 @@ __all__ = [
     "timeout_note",
     "truncate_middle",
 ]
+
+
+_ENV_TAGS = re.compile(r"<(/?)(note|output|returncode|error|issue)\s*>", re.IGNORECASE)
+
+
+def escape_env_markup(text: str) -> str:
+    """`text` with the env's own observation tags escaped (they are the env's to write)."""
+    return _ENV_TAGS.sub(r"&lt;\1\2&gt;", text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +69,7 @@ def render_tool_result(
     exit_code: int, output: str, *, max_output_chars: int, notes: Sequence[str] = ()
 ) -> RenderedOutput:
     """`<returncode>` + (possibly truncated) `<output>` + notes."""
-    body, elided = truncate_middle(output, max_output_chars)
+    body, elided = truncate_middle(escape_env_markup(output), max_output_chars)
     if body and not body.endswith("\n"):
         body += "\n"
     text = f"<returncode>{exit_code}</returncode>\n<output>\n{body}</output>" + _notes(notes)

@@ -8,7 +8,10 @@ env pool hands out warm sandboxes instead and only the grading factory comes fro
 from __future__ import annotations
 
 import asyncio
+import shutil
 import tempfile
+import weakref
+from collections.abc import Callable
 from pathlib import Path
 
 from envs.swe.grading import GradableTask
@@ -36,6 +39,14 @@ class BackendSandboxes:
         self.resolver = resolver
         self._ready_images: set[str] = set()
         self._template_root: Path | None = None
+        self._cleanup: Callable[[], object] | None = None
+
+    def close(self) -> None:
+        """Remove the local backend's template directories (a no-op for Docker)."""
+        if self._cleanup is not None:
+            self._cleanup()
+        self._template_root = None
+        self._ready_images.clear()
 
     async def ensure_image(self, task: SWETask) -> str:
         """The task's image name, built (Docker) or materialized (local) if missing."""
@@ -47,6 +58,10 @@ class BackendSandboxes:
         elif isinstance(self.backend, LocalBackend):
             if self._template_root is None:
                 self._template_root = Path(tempfile.mkdtemp(prefix="conductor-swe-templates-"))
+                # Removed by close(), or when this object goes, or at exit: never left behind.
+                self._cleanup = weakref.finalize(
+                    self, shutil.rmtree, self._template_root, ignore_errors=True
+                )
             templates = await asyncio.to_thread(
                 materialize_local_templates, [task], self.resolver, self._template_root
             )

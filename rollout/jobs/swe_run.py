@@ -229,6 +229,7 @@ async def run_swe_rollout(
         if engine is not None:
             await engine.aclose()
         recorder.close()
+        runtime.close()
     summary = summarize_conductor_run(
         policy.name, digests, conductor, elapsed_s=elapsed_s, busy_s=busy_s
     )

@@ -33,3 +33,14 @@ def test_a_prebuilt_image_is_used_as_named_whatever_the_source() -> None:
 def test_install_runs_in_the_image_build() -> None:
     with_install = TASK.model_copy(update={"install_cmd": "pip install -e ."})
     assert resolver().dockerfile(with_install).endswith("RUN pip install -e .\n")
+
+
+async def test_the_local_backends_template_directories_are_removed_on_close() -> None:
+    from envs.swe.runtime import swe_backend
+
+    runtime = swe_backend("local")
+    await runtime.ensure_image(TASK)
+    root = runtime._template_root
+    assert root is not None and (root / TASK.instance_id / ".git").is_dir()
+    runtime.close()
+    assert not root.exists()

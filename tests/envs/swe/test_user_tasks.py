@@ -224,3 +224,23 @@ def test_images_build_takes_a_users_task_file(
     )
     done = CliRunner().invoke(app, ["images", "build", "--tasks", str(broken)])
     assert done.exit_code == 1 and "does not hold base_commit" in done.output, done.output
+
+
+def test_a_failed_task_image_build_leaves_no_dangling_image(
+    own: OwnRepo, tmp_path: Path, docker_client: docker.DockerClient, base_image: str
+) -> None:
+    from envs.swe.images import build_task_image
+    from harness.errors import SandboxError
+
+    def dangling() -> set[str]:
+        return {image.id for image in docker_client.images.list(filters={"dangling": True})}
+
+    before = dangling()
+    tasks_file = own.write_tasks(
+        tmp_path / "t.jsonl", repo_path=str(own.bundle), install_cmd="echo installing && false"
+    )
+    (task,) = load_tasks_strict(tasks_file)
+    resolver = TaskImageResolver(TaskImageConfig(), base_image)
+    with pytest.raises(SandboxError, match="failed"):
+        build_task_image(docker_client, task, resolver)
+    assert dangling() <= before
