@@ -1,7 +1,7 @@
 """Plug in a new env: subclass `AgentEnv`, implement three coroutines, take a `SandboxHandle`.
 
-With no handle the env starts its own sandbox (Docker when an engine answers, else a local
-directory that is not isolated). Run it from the repository root:
+With no handle the env starts its own sandbox (Docker; a local directory that is not isolated
+only with `backend="local"` or `CONDUCTOR_ALLOW_HOST_SANDBOX=1`). Run it from the repository root:
 `.venv/bin/python examples/my_env.py`
 """
 

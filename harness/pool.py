@@ -48,7 +48,9 @@ class PoolConfig(FrozenConfig):
     """Configuration of the env pool (`configs/pool/default.yaml`)."""
 
     backend: Literal["auto", "docker", "local"] = Field(
-        "auto", description="sandbox backend; auto = docker when an engine answers, else local"
+        "auto",
+        description="sandbox backend; auto = docker (no silent fall back to the unisolated "
+        "local backend: name `local`, or set CONDUCTOR_ALLOW_HOST_SANDBOX=1)",
     )
     warm_per_image: int = Field(2, ge=0, description="started sandboxes kept ready per image")
     max_live: int = Field(32, ge=1, description="bound on live sandboxes (warm+starting+leased)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Literal
 
 from harness.backends import DockerBackend, LocalBackend, SandboxBackend
@@ -11,7 +12,10 @@ from harness.images import ensure_base_image
 from harness.sandbox.docker import docker_client
 from harness.sandbox.limits import ContainerLimits, ExecLimits
 
-__all__ = ["BackendName", "make_backend", "standalone_handle"]
+__all__ = ["ALLOW_HOST_SANDBOX_ENV", "BackendName", "make_backend", "standalone_handle"]
+
+ALLOW_HOST_SANDBOX_ENV = "CONDUCTOR_ALLOW_HOST_SANDBOX"
+"""Set to 1 to let backend `auto` fall back to the unisolated host sandbox without Docker."""
 
 BackendName = Literal["auto", "docker", "local"]
 
@@ -23,15 +27,29 @@ def make_backend(
     limits: ContainerLimits | None = None,
     exec_limits: ExecLimits | None = None,
 ) -> SandboxBackend:
-    """The named backend; `auto` is Docker when an engine answers, else local (not isolated)."""
+    """The named backend; `auto` is Docker when an engine answers.
+
+    `auto` never falls back to the host on its own: the local backend runs the agent's commands
+    on this machine, as this user, unisolated. Without Docker it raises, unless
+    `CONDUCTOR_ALLOW_HOST_SANDBOX=1` opts in (the caller then says so loudly).
+
+    Raises:
+        SandboxError: no Docker engine answers (and no opt-in for `auto`); says what to do.
+    """
     if name == "local":
         return LocalBackend(workdir=workdir, exec_limits=exec_limits)
     try:
         client = docker_client()
-    except SandboxError:
+    except SandboxError as exc:
         if name == "docker":
             raise
-        return LocalBackend(workdir=workdir, exec_limits=exec_limits)
+        if os.environ.get(ALLOW_HOST_SANDBOX_ENV) == "1":
+            return LocalBackend(workdir=workdir, exec_limits=exec_limits)
+        raise SandboxError(
+            f"{exc}. Start dockerd, or choose the host sandbox on purpose: backend `local` "
+            "(e.g. pool.overrides=[backend=local]) runs the agent's commands on this machine, "
+            f"NOT isolated; {ALLOW_HOST_SANDBOX_ENV}=1 lets `auto` fall back to it"
+        ) from exc
     return DockerBackend(client, workdir=workdir, limits=limits, exec_limits=exec_limits)
 
 
