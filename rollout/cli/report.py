@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from harness.config import load_config
@@ -40,4 +41,6 @@ def report(
     for row in written.metrics.summary_rows():
         table.add_row(row.name, row.text)
     console.print(table)
+    for warning in written.integrity.warnings:
+        console.print(f"[bold yellow]warning:[/] {escape(warning)}")
     console.print(f"report written to [bold]{written.report_path}[/]")

@@ -7,12 +7,13 @@ summary; `compare_table` puts several runs side by side with ratios to a referen
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
 from harness.events import StepEvent
+from rollout.observe.integrity import RunIntegrity, assess_integrity
 from rollout.observe.metrics import RunMetrics, compute_run_metrics, format_value
 from rollout.observe.phase_metrics import SAMPLE_PHASES, sample_timelines
 from rollout.observe.plots import PlotConfig, write_plots
@@ -78,8 +79,7 @@ _OPTIONAL_INPUTS = (
 
 def load_run_metrics(run_dir: Path | RunDir) -> RunMetrics:
     """Read a run directory and aggregate it; only steps.jsonl is required."""
-    metrics, _ = _load(_as_run_dir(run_dir))
-    return metrics
+    return _load(_as_run_dir(run_dir))[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +90,7 @@ class GeneratedReport:
     metrics_path: Path
     plots: Mapping[str, Path]
     metrics: RunMetrics
+    integrity: RunIntegrity
 
 
 def write_report(run_dir: Path | RunDir, config: PlotConfig | None = None) -> Path:
@@ -104,27 +105,48 @@ def generate_report(run_dir: Path | RunDir, config: PlotConfig | None = None) ->
     """`write_report`, returning the metrics and every path written as well."""
     directory = _as_run_dir(run_dir)
     plot_config = config or PlotConfig()
-    metrics, events = _load(directory)
-    metrics_path = directory.write_metrics(metrics.to_dict())
+    metrics, events, consumed_groups, trajectory_groups = _load(directory)
+    integrity = assess_integrity(
+        (
+            directory.steps_path,
+            directory.events_path,
+            directory.timeseries_path,
+            directory.trajectories_path,
+        ),
+        consumed_groups,
+        trajectory_groups,
+    )
+    metrics_path = directory.write_metrics({**metrics.to_dict(), "integrity": integrity.to_dict()})
     timelines = sample_timelines(events, metrics.run_start_s, plot_config.timeline_samples)
     plots = write_plots(metrics, timelines, directory.plots_dir, plot_config)
     relative = {caption: path.relative_to(directory.root) for caption, path in plots.items()}
     directory.report_path.write_text(
-        render_markdown(metrics, title=directory.root.name, plots=relative), encoding="utf-8"
+        render_markdown(
+            metrics, title=directory.root.name, plots=relative, warnings=integrity.warnings
+        ),
+        encoding="utf-8",
     )
     return GeneratedReport(
         report_path=directory.report_path,
         metrics_path=metrics_path,
         plots=MappingProxyType(dict(plots)),
         metrics=metrics,
+        integrity=integrity,
     )
 
 
 def render_markdown(
-    metrics: RunMetrics, *, title: str, plots: Mapping[str, Path] | None = None
+    metrics: RunMetrics,
+    *,
+    title: str,
+    plots: Mapping[str, Path] | None = None,
+    warnings: Sequence[str] = (),
 ) -> str:
-    """The report.md text; `plots` maps captions to PNG paths relative to the report."""
+    """The report.md text; `plots` maps captions to PNG paths relative to the report;
+    `warnings` (data the run directory lost) come first, where no reader misses them."""
     lines = [f"# Run report: {title}", "", *_inputs_note(metrics), ""]
+    if warnings:
+        lines += ["## Warnings: incomplete data", "", *(f"- {w}" for w in warnings), ""]
     lines += ["## Summary", "", "| metric | value |", "|---|---:|"]
     lines += [f"| {row.name} | {row.text} |" for row in metrics.summary_rows()]
     lines += ["", "## Training steps", ""]
@@ -204,16 +226,23 @@ def _as_run_dir(run_dir: Path | RunDir) -> RunDir:
     return directory
 
 
-def _load(directory: RunDir) -> tuple[RunMetrics, list[StepEvent]]:
-    """The run's metrics, and its events (kept for the per-sample timeline)."""
+def _load(
+    directory: RunDir,
+) -> tuple[RunMetrics, list[StepEvent], list[str], set[str] | None]:
+    """The run's metrics, its events (kept for the per-sample timeline), the groups its steps
+    consumed, and the groups that have trajectories (None without trajectories.jsonl)."""
     events = directory.read_events()
+    trajectories = directory.read_trajectories()
+    steps = directory.read_steps()
     metrics = compute_run_metrics(
-        steps=directory.read_steps(),
+        steps=steps,
         events=events,
         timeseries=directory.read_timeseries(),
-        trajectories=directory.read_trajectories(),
+        trajectories=trajectories,
     )
-    return metrics, events
+    consumed = [group for step in steps for group in step.groups]
+    present = directory.trajectories_path.exists()
+    return metrics, events, consumed, {t.group_id for t in trajectories} if present else None
 
 
 def _inputs_note(metrics: RunMetrics) -> list[str]:

@@ -188,3 +188,25 @@ def test_shipped_report_config_matches_the_defaults() -> None:
     shipped = REPO_ROOT / "configs/report/default.yaml"
 
     assert load_config(PlotConfig, shipped) == PlotConfig()
+
+
+def test_a_whole_run_reports_no_integrity_warning(full_run: RunDir) -> None:
+    integrity = json.loads(full_run.metrics_path.read_text())["integrity"]
+    assert integrity["warnings"] == [] and integrity["missing_groups"] == 0
+    assert "Warnings" not in full_run.report_path.read_text()
+
+
+def test_a_truncated_trajectory_file_is_counted_and_warned_about(tmp_path: Path) -> None:
+    """Fault 8: `trajectories.jsonl` cut at half must not give a silent, wrong report."""
+    run_dir = write_synthetic_run(tmp_path / "run-cut")
+    data = run_dir.trajectories_path.read_bytes()
+    run_dir.trajectories_path.write_bytes(data[: len(data) // 2 + 7])  # mid-line
+    app = typer.Typer()
+    app.command()(report)
+    result = CliRunner().invoke(app, [str(run_dir.root)])
+    assert result.exit_code == 0, result.output
+    integrity = json.loads(run_dir.metrics_path.read_text())["integrity"]
+    assert integrity["torn_files"] == ["trajectories.jsonl"]
+    assert integrity["missing_groups"] >= 1
+    assert "warning:" in result.output and "have no trajectories" in result.output
+    assert "## Warnings: incomplete data" in run_dir.report_path.read_text()
