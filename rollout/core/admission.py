@@ -121,6 +121,11 @@ class AdmissionController:
             room = min(room, prompts_left)
         return max(0, room)
 
+    @property
+    def num_prompts(self) -> int:
+        """How many prompts the source holds (admission cycles through them by epochs)."""
+        return self._num_prompts
+
     def peek_prompt_indices(self, count: int) -> tuple[int, ...]:
         """The prompt indices the next `count` new groups will take, without taking them."""
         prompts_left = self._prompts_left()

@@ -50,7 +50,7 @@ from rollout.trajectories.hf_tokenizer import HFChatFormat, HFTokenizer
 from rollout.trajectories.sink import TrajectorySink
 from rollout.trajectories.tokenizer import ByteTokenizer, Tokenizer
 
-__all__ = ["SWERunResult", "run_swe_rollout", "select_tasks"]
+__all__ = ["SWERunResult", "reachable_prompts", "run_swe_rollout", "select_tasks"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +97,16 @@ def select_tasks(
     if missing:
         raise ConfigError(f"unknown SWE task ids {missing}; see {listing}")
     return [by_id[task_id] for task_id in task_ids]
+
+
+def reachable_prompts(admission: AdmissionController, reach: int) -> set[int]:
+    """The prompt indices the next `reach` groups can take. Each epoch of the admission order
+    is a permutation of every prompt, so 2 × (prompts) positions from any cursor hold a whole
+    epoch: past that, every prompt is reachable (and `steps=10**9` costs nothing up front)."""
+    every = admission.num_prompts
+    if reach >= 2 * every:
+        return set(range(every))
+    return set(admission.peek_prompt_indices(reach))
 
 
 def swe_tool_name(text: str) -> str | None:
@@ -161,7 +171,7 @@ async def run_swe_rollout(
     # Only the tasks this run can reach need an image: at most (steps + async_factor) × B
     # groups are ever admitted, and the pool looks one batch further ahead.
     reach = (config.steps + config.async_factor + 1) * config.groups_per_step
-    reachable = AdmissionController(rollout.admission, len(tasks)).peek_prompt_indices(reach)
+    reachable = reachable_prompts(AdmissionController(rollout.admission, len(tasks)), reach)
     images = {index: await runtime.ensure_image(tasks[index]) for index in sorted(set(reachable))}
     described: dict[str, Any] = {
         "run": config.model_dump(mode="json"),
