@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import io
 import math
+import secrets
 import shlex
 import tarfile
 import time
@@ -160,26 +161,49 @@ class DockerSandbox:
     async def write_file(self, path: str, content: bytes) -> None:
         self._check_usable()
         target = self._absolute(path)
-        owner = await self._prepare_write(target)
-        archive = _single_file_tar(target.name, content, owner)
+        staged = _on_tmpfs(target)
+        owner = await self._prepare_write(target, staging=staged)
+        landing = PurePosixPath(_STAGING_DIR) / secrets.token_hex(8) if staged else target
+        archive = _single_file_tar(landing.name, content, owner)
         try:
-            ok = await self._call(self._container.put_archive, str(target.parent), archive)
+            ok = await self._call(self._container.put_archive, str(landing.parent), archive)
         except docker.errors.NotFound as exc:
             raise self._died(exc) from exc
         except docker.errors.APIError as exc:
             raise SandboxError(f"could not write {target}: {exc.explanation}") from exc
         if not ok:
             raise SandboxError(f"could not write {target}")
+        if staged:  # the copy API cannot reach a tmpfs mount: move it in from inside
+            moved = await self.exec(
+                f"mv -f {shlex.quote(str(landing))} {shlex.quote(str(target))} || "
+                f"{{ rm -f {shlex.quote(str(landing))}; exit 1; }}",
+                timeout_s=self._exec_limits.file_op_timeout_s,
+            )
+            if moved.exit_code != 0:
+                raise SandboxError(f"could not write {target}: {moved.output.strip()}")
 
     async def read_file(self, path: str) -> bytes:
         self._check_usable()
         target = self._absolute(path)
+        source = target
+        if _on_tmpfs(target):  # copy it out of the tmpfs mount, where the copy API can read
+            source = PurePosixPath(_STAGING_DIR) / secrets.token_hex(8)
+            copied = await self.exec(
+                f"test -f {shlex.quote(str(target))} && mkdir -p {_STAGING_DIR} && "
+                f"cp {shlex.quote(str(target))} {shlex.quote(str(source))}",
+                timeout_s=self._exec_limits.file_op_timeout_s,
+            )
+            if copied.exit_code != 0:
+                raise FileNotFoundError(f"{target} does not exist in the sandbox")
         try:
-            return await self._call(self._read_blocking, str(target))
+            return await self._call(self._read_blocking, str(source))
         except docker.errors.NotFound as exc:
             if await self.is_alive():
                 raise FileNotFoundError(f"{target} does not exist in the sandbox") from exc
             raise self._died(exc) from exc
+        finally:
+            if source != target:
+                await self.exec(f"rm -f {shlex.quote(str(source))}", timeout_s=30)
 
     async def is_alive(self) -> bool:
         if self._closed or self._dead_reason is not None:
@@ -198,7 +222,7 @@ class DockerSandbox:
         self._closed = True
         await self._remove_quietly()
 
-    async def _prepare_write(self, target: PurePosixPath) -> _FileOwner:
+    async def _prepare_write(self, target: PurePosixPath, *, staging: bool = False) -> _FileOwner:
         """Create `target`'s directory; return the mode and owner to write it with.
 
         A replaced file keeps its mode and owner (an edited script stays executable, as with
@@ -206,8 +230,9 @@ class DockerSandbox:
         existing directory has its mode or owner reset by the extraction.
         """
         parent, name = shlex.quote(str(target.parent)), shlex.quote(str(target))
+        stage = f" {_STAGING_DIR}" if staging else ""
         result = await self.exec(
-            f"mkdir -p {parent} && {{ stat -L -c '%a %u %g' {name} 2>/dev/null || true; }}",
+            f"mkdir -p {parent}{stage} && {{ stat -L -c '%a %u %g' {name} 2>/dev/null || true; }}",
             timeout_s=self._exec_limits.file_op_timeout_s,
         )
         if result.exit_code != 0:
@@ -295,6 +320,16 @@ class DockerSandbox:
 
 
 _KEEPALIVE_STEP_S = 10
+_TMPFS_MOUNTS = ("/tmp",)
+"""Mounted as tmpfs in every container (`_run_container`); the archive API does not see them."""
+_STAGING_DIR = "/var/tmp/.conductor-io"
+"""On the container's own filesystem: where files to and from a tmpfs mount pass through."""
+
+
+def _on_tmpfs(path: PurePosixPath) -> bool:
+    return any(path == PurePosixPath(m) or PurePosixPath(m) in path.parents for m in _TMPFS_MOUNTS)
+
+
 _TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
     requests.exceptions.ConnectionError,
     requests.exceptions.Timeout,
@@ -342,7 +377,7 @@ def _run_container(
         "pids_limit": limits.pids,
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges"],
-        "tmpfs": {"/tmp": f"rw,size={limits.tmpfs_mb}m"},
+        "tmpfs": {mount: f"rw,size={limits.tmpfs_mb}m" for mount in _TMPFS_MOUNTS},
     }
     if not limits.network:
         options["network_mode"] = "none"

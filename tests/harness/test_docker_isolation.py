@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import docker
 import pytest
 
-from harness.errors import SandboxDeadError
+from harness.errors import SandboxDeadError, SandboxError
 from harness.sandbox import ContainerLimits, ExecLimits
 from harness.sandbox.docker import DockerSandbox
 
@@ -63,3 +63,26 @@ async def test_removed_container_raises_sandbox_dead(
     assert not await box.is_alive()
     with pytest.raises(SandboxDeadError):
         await box.exec("true", timeout_s=5)
+
+
+async def test_files_under_tmp_are_the_files_bash_sees_and_obey_the_tmpfs_cap(
+    docker_client: docker.DockerClient, base_image: str
+) -> None:
+    """Fault 10: the copy API wrote `/tmp/x` under the tmpfs mount, where bash could not see it
+    and the tmpfs size cap did not apply."""
+    limits = ContainerLimits(memory_mb=256, pids=64, cpus=1.0, tmpfs_mb=1)
+    sandbox = await DockerSandbox.create(docker_client, base_image, limits=limits, exec_limits=EXEC)
+    try:
+        await sandbox.write_file("/tmp/sub/x.txt", b"from the editor")
+        seen = await sandbox.exec("cat /tmp/sub/x.txt", timeout_s=10)
+        assert seen.output == "from the editor"
+        await sandbox.exec("printf 'from bash' > /tmp/y.txt", timeout_s=10)
+        assert await sandbox.read_file("/tmp/y.txt") == b"from bash"
+        with pytest.raises(FileNotFoundError):
+            await sandbox.read_file("/tmp/missing.txt")
+        with pytest.raises(SandboxError, match="[Nn]o space"):
+            await sandbox.write_file("/tmp/big.bin", b"x" * 3_000_000)
+        leftovers = await sandbox.exec("ls -A /var/tmp/.conductor-io | wc -l", timeout_s=10)
+        assert leftovers.output.strip() == "0"  # no staging copy is left behind
+    finally:
+        await sandbox.aclose()
