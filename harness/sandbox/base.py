@@ -7,6 +7,7 @@ itself (it died, it cannot be reached) raise `SandboxError`.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -137,15 +138,21 @@ class OutputWindow:
 # `timeout` makes itself a process-group leader; when it returns, everything the command left in
 # that group (a background job, a fork bomb) is killed, so the next command finds a clean sandbox
 # and no leftover process holds the output pipe open. `kill` is a bash builtin: it works even when
-# the pids limit forbids forking.
+# the pids limit forbids forking. A process that left the group (`setsid`, a double fork into a
+# new session) still carries the command's tag in its environment: one `grep` over
+# /proc/*/environ finds it and it is killed too. (Only the command's processes carry the tag; a
+# process that clears its own environment on purpose is not found.)
 _REAP_GROUP_SCRIPT = (
-    'timeout -k "$1" "$2" bash -c "$3" & pid=$!; wait "$pid"; rc=$?; '
-    'kill -9 -- "-$pid" 2>/dev/null; kill -9 -- "-$pid" 2>/dev/null; exit "$rc"'
+    'CONDUCTOR_EXEC_TAG="$4" timeout -k "$1" "$2" bash -c "$3" & pid=$!; wait "$pid"; rc=$?; '
+    'kill -9 -- "-$pid" 2>/dev/null; kill -9 -- "-$pid" 2>/dev/null; '
+    r'for f in $(grep -lsz "^CONDUCTOR_EXEC_TAG=$4\$" /proc/[0-9]*/environ 2>/dev/null); do '
+    'p=${f#/proc/}; kill -9 "${p%/environ}" 2>/dev/null; done; exit "$rc"'
 )
 
 
 def command_argv(cmd: str, *, timeout_s: float, kill_grace_s: float) -> list[str]:
-    """The argv both backends run: `cmd` under `timeout -k`, its process group reaped after."""
+    """The argv both backends run: `cmd` under `timeout -k`; its processes reaped after, the
+    ones that left its process group included (found by a per-command tag)."""
     return [
         "bash",
         "-c",
@@ -154,6 +161,7 @@ def command_argv(cmd: str, *, timeout_s: float, kill_grace_s: float) -> list[str
         f"{kill_grace_s:g}",
         f"{timeout_s:g}",
         cmd,
+        secrets.token_hex(8),
     ]
 
 

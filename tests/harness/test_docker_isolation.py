@@ -80,7 +80,7 @@ async def test_files_under_tmp_are_the_files_bash_sees_and_obey_the_tmpfs_cap(
         assert await sandbox.read_file("/tmp/y.txt") == b"from bash"
         with pytest.raises(FileNotFoundError):
             await sandbox.read_file("/tmp/missing.txt")
-        with pytest.raises(SandboxError, match="[Nn]o space"):
+        with pytest.raises(SandboxError, match=r"[Nn]o space"):
             await sandbox.write_file("/tmp/big.bin", b"x" * 3_000_000)
         leftovers = await sandbox.exec("ls -A /var/tmp/.conductor-io | wc -l", timeout_s=10)
         assert leftovers.output.strip() == "0"  # no staging copy is left behind

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import AsyncIterator
 
 import docker
@@ -58,6 +59,23 @@ async def test_background_jobs_do_not_outlive_their_command(sandbox: Sandbox) ->
     assert started.ok and started.output == "started\n"  # returns at once, not at the deadline
     result = await sandbox.exec("ps -eo args 2>/dev/null || cat /proc/[0-9]*/cmdline", timeout_s=10)
     assert "sleep 300" not in result.output.replace("\0", " ")
+
+
+async def test_a_process_that_leaves_its_group_does_not_outlive_its_command(
+    sandbox: Sandbox,
+) -> None:
+    """Fault 9: `setsid` put a process in a new session, out of reach of the group kill."""
+    tag = secrets.token_hex(4)
+    # `[e]scapee-…` matches the escapee's argv but not the grep's own command line.
+    count = f"grep -ls '[e]scapee-{tag}' /proc/[0-9]*/cmdline 2>/dev/null | wc -l"
+    started = await sandbox.exec(
+        f"setsid bash -c 'exec -a escapee-{tag} sleep 300' > /dev/null 2>&1 < /dev/null & "
+        f"sleep 0.5; {count}",
+        timeout_s=10,
+    )
+    assert int(started.output.strip()) >= 1, started.output  # it ran, in its own session
+    survivors = await sandbox.exec(count, timeout_s=10)
+    assert survivors.output.strip() == "0"
 
 
 async def test_huge_output_is_capped_head_and_tail_with_a_note(sandbox: Sandbox) -> None:
