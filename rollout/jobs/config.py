@@ -17,6 +17,7 @@ from pydantic import Field, field_validator, model_validator
 from envs.swe.datasets import DatasetConfig
 from harness.config import FrozenConfig, load_config
 from rollout.core.config import AsyncFactor, RolloutConfig
+from rollout.engines.faults import EngineFaultConfig
 from rollout.jobs.policies import resolve_policy_spec
 from rollout.runtime.config import AgentLoopConfig, ConductorConfig
 from rollout.sim.config import ScriptedPolicyConfig, TrainerSimConfig
@@ -160,6 +161,11 @@ class RunConfig(FrozenConfig):
     conductor: ConductorConfig = Field(default_factory=ConductorConfig)
     trainer: TrainerSimConfig = Field(default_factory=TrainerSimConfig)
     scripted: ScriptedPolicyConfig = Field(default_factory=ScriptedPolicyConfig)
+    engine_faults: EngineFaultConfig = Field(
+        default_factory=EngineFaultConfig,
+        description="Faults injected into the engine's generate calls, to test recovery "
+        "(off by default).",
+    )
     out_dir: str = Field(
         default="runs", min_length=1, description="Parent of the run directory (working dir)."
     )

@@ -30,6 +30,7 @@ from harness.pool import EnvPool, PoolConfig
 from rollout.core.admission import AdmissionController
 from rollout.core.config import RolloutConfig
 from rollout.engines.base import Engine
+from rollout.engines.faults import FaultyEngine
 from rollout.engines.sglang import SGLangEngine, SGLangEngineConfig
 from rollout.engines.sim import ServedModelConfig, SimEngine, SimEngineConfig, build_sim_engine
 from rollout.errors import RolloutError
@@ -205,6 +206,8 @@ async def run_swe_rollout(
     engine: Engine | None = None
     try:
         engine = await connect()
+        if config.engine_faults.enabled:
+            engine = FaultyEngine(engine, config.engine_faults)
         async with EnvPool(runtime.backend, pool_config, clock=clock, bus=bus) as pool:
             sessions = PoolSessions(
                 pool,
@@ -234,7 +237,8 @@ async def run_swe_rollout(
                 trainer = SimulatedTrainer(config.trainer, on_batch=record)
                 digests = await trainer.run(conductor, config.steps)
                 elapsed_s = clock.now() - conductor.origin_s
-                busy_s = engine.counters.busy_s if isinstance(engine, SimEngine) else 0.0
+                served = engine.inner if isinstance(engine, FaultyEngine) else engine
+                busy_s = served.counters.busy_s if isinstance(served, SimEngine) else 0.0
     finally:
         if engine is not None:
             await engine.aclose()

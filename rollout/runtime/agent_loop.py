@@ -19,6 +19,8 @@ scheduler cleanly and releases the env.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -240,7 +242,7 @@ class AgentLoop:
             ),
         )
         self._engine_name = ticket.engine
-        result = await self._host.engine(ticket.engine).generate(request)
+        result = await self._call_engine(ticket.engine, request)
         self._host.generation_done(
             ticket.engine,
             request,
@@ -251,6 +253,26 @@ class AgentLoop:
         # The last sampled token has no KV yet; everything before it has been computed once.
         self._computed_prefix = len(request.input_ids) + len(result.output_ids) - 1
         return result
+
+    async def _call_engine(self, name: str, request: GenerateRequest) -> GenerateResult:
+        """`generate`, with the hung-engine watchdog; any failure becomes an `EngineError`
+        (which ends this attempt, to be retried), never an exception that ends the run."""
+        engine = self._host.engine(name)
+        limit = self._config.generate_timeout_s
+        try:
+            async with asyncio.timeout(limit):
+                return await engine.generate(request)
+        except TimeoutError:
+            log.warning(
+                "engine %s gave no answer to %s in %g s; aborting it", name, request.rid, limit
+            )
+            with contextlib.suppress(EngineError, OSError):
+                await engine.abort(request.rid)
+            raise EngineError(
+                f"engine {name!r} gave no answer to {request.rid} within {limit:g} s (hung?)"
+            ) from None
+        except OSError as exc:  # a client that leaks ConnectionResetError and the like
+            raise EngineError(f"engine {name!r} failed on {request.rid}: {exc!r}") from exc
 
     async def _act(self, turn: _TurnStats) -> ActOutcome:
         """Run the turn's tool call, telling the KV manager how long the session will wait."""

@@ -366,6 +366,8 @@ class Conductor:
             finally:
                 self._dispatcher.close_channel(sample_id)
             if trajectory.infra_error is None:
+                if retry:  # what the sample cost: the failed attempts before this one
+                    return replace(trajectory, info={**trajectory.info, "retries": retry})
                 return trajectory
             if retry + 1 < attempts:
                 self.stats.retries += 1

@@ -126,6 +126,14 @@ class AgentLoopConfig(FrozenConfig):
         description="The engine caches whole pages of this many tokens; a prefix it computed "
         "before is rounded down to pages before counting what it had to recompute (tokens).",
     )
+    generate_timeout_s: float | None = Field(
+        default=None,
+        gt=0.0,
+        description="A generate call with no answer for this long is a hung engine: it is "
+        "aborted, a warning is logged and the attempt ends as an engine error (retried). In "
+        "the clock the loop runs on (virtual time under `conductor simulate`); None: no limit "
+        "beyond the engine client's own (s).",
+    )
     tool_result_chars: int = Field(
         default=2000,
         ge=0,

@@ -98,3 +98,37 @@ def test_conductor_run_reports_bad_records_of_a_task_file_in_one_message(tmp_pat
     )
     assert result.exit_code != 0 and "bad task record" in result.output, result.output
     assert "Traceback" not in result.output
+
+
+def test_a_run_survives_engine_resets_and_hangs_with_every_sample_consumed_once(
+    tmp_path: Path,
+) -> None:
+    """Faults 4 and 5: a leaked ConnectionResetError crashed the run; a hang stalled it."""
+    overrides = [
+        "steps=2",
+        "groups_per_step=1",
+        "group_size=4",
+        "async_factor=1",
+        "task_ids=[swe-taskset__spans-remove-drops-right-part]",
+        "pool.overrides=[backend=local, warm_per_image=1, max_live=6, act_slots=4]",
+        "model.overrides=[cost.t_weights_s=0.0005]",
+        "trainer.train_time_s=0.1",
+        "engine_faults.reset_probability=0.05",
+        "engine_faults.hang_probability=0.03",
+        "engine_faults.seed=7",
+        "agent_loop.generate_timeout_s=2",
+        "agent_loop.max_attempts=6",
+        "seed=3",
+    ]
+    result = CliRunner().invoke(
+        cli(run), [str(DEFAULT_RUN_CONFIG), *overrides, "--out", str(tmp_path)]
+    )
+    assert result.exit_code == 0, result.output
+    [run_dir] = list(tmp_path.iterdir())
+    groups = list(read_jsonl_groups(run_dir / "trajectories.jsonl"))
+    samples = [t.sample_id for group in groups for t in group]
+    assert len(groups) == 2 and len(samples) == len(set(samples)) == 8
+    assert all(t.infra_error is None for group in groups for t in group)
+    assert sum(t.info.get("retries", 0) for group in groups for t in group) >= 2
+    events = (run_dir / "events.jsonl").read_text()
+    assert "injected: connection reset" in events and "gave no answer" in events
