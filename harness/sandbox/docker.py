@@ -32,6 +32,7 @@ import docker.errors
 import requests
 import urllib3
 from docker.models.containers import Container
+from docker.types import Ulimit
 
 from harness.errors import (
     DockerUnavailableError,
@@ -359,6 +360,11 @@ def _keepalive_command(ttl_s: float) -> list[str]:
     return ["sh", "-c", script]
 
 
+def _fsize_blocks(limits: ContainerLimits) -> int:
+    """RLIMIT_FSIZE in bytes (Docker passes it to setrlimit as is)."""
+    return limits.max_file_mb * 1024 * 1024
+
+
 def _run_container(
     client: docker.DockerClient,
     image: str,
@@ -378,6 +384,10 @@ def _run_container(
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges"],
         "tmpfs": {mount: f"rw,size={limits.tmpfs_mb}m" for mount in _TMPFS_MOUNTS},
+        "ulimits": [
+            Ulimit(name="fsize", soft=_fsize_blocks(limits), hard=_fsize_blocks(limits)),
+            Ulimit(name="nofile", soft=limits.max_open_files, hard=limits.max_open_files),
+        ],
     }
     if not limits.network:
         options["network_mode"] = "none"

@@ -40,6 +40,16 @@ class ContainerLimits(FrozenConfig):
     pids: int = Field(256, ge=8, description="max processes/threads (stops fork bombs)")
     tmpfs_mb: int = Field(256, ge=1, description="size of the tmpfs mounted on /tmp (MiB)")
     network: bool = Field(False, description="allow network access (off: `--network none`)")
+    max_file_mb: int = Field(
+        2048,
+        ge=1,
+        description="largest file any process may write (`ulimit -f`, which binds root too; a "
+        "write past it fails with EFBIG): the per-command disk cap where the storage driver "
+        "offers no quota. Costs nothing; lower it for untrusted code on small disks (MiB)",
+    )
+    max_open_files: int = Field(
+        4096, ge=64, description="open file descriptors per process (`ulimit -n`)"
+    )
     ttl_s: int = Field(
         6 * 3600,
         ge=60,

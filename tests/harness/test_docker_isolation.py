@@ -86,3 +86,20 @@ async def test_files_under_tmp_are_the_files_bash_sees_and_obey_the_tmpfs_cap(
         assert leftovers.output.strip() == "0"  # no staging copy is left behind
     finally:
         await sandbox.aclose()
+
+
+async def test_a_file_larger_than_the_limit_cannot_be_written(
+    docker_client: docker.DockerClient, base_image: str
+) -> None:
+    """Fault 11: 3 GB written in a container took 3 GB of host disk."""
+    limits = ContainerLimits(memory_mb=256, pids=64, cpus=1.0, max_file_mb=2, max_open_files=128)
+    sandbox = await DockerSandbox.create(docker_client, base_image, limits=limits, exec_limits=EXEC)
+    try:
+        wrote = await sandbox.exec(
+            "head -c 5000000 /dev/zero > big.bin; echo rc=$?; stat -c %s big.bin", timeout_s=20
+        )
+        assert "rc=0" not in wrote.output and wrote.output.split()[-1] == str(2 * 1024 * 1024)
+        files = await sandbox.exec("ulimit -n", timeout_s=10)
+        assert files.output.strip() == "128"
+    finally:
+        await sandbox.aclose()

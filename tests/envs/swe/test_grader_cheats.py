@@ -128,7 +128,8 @@ async def test_a_huge_sparse_file_is_the_agents_zero_not_an_infra_error(
 ) -> None:
     sandbox, release = await runtime.acquire(TASK)
     try:
-        made = await sandbox.exec("truncate -s 1T big.bin && ls -l big.bin", timeout_s=30)
+        # 1 TB no longer fits under the file-size ulimit; 2000 MiB sparse still would stall git
+        made = await sandbox.exec("truncate -s 2000M big.bin && ls -l big.bin", timeout_s=30)
         assert made.exit_code == 0, made.output
         grader = make_grader(runtime)
         patch = await grader.extract_patch(sandbox, TASK)
