@@ -10,8 +10,8 @@ steps, engine time series, metrics and the report.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import signal
 from pathlib import Path
 
 import typer
@@ -22,6 +22,7 @@ from harness.config import load_config
 from harness.errors import HarnessError
 from rollout.cli.console import config_and_overrides, console, fail
 from rollout.cli.run_dirs import new_run_dir
+from rollout.cli.shutdown import Interrupted, run_until_signal
 from rollout.errors import RolloutError
 from rollout.jobs.config import RunConfig
 from rollout.jobs.policies import UnknownPolicyError
@@ -62,16 +63,32 @@ def run(
             waited = f"training steps (waited {batch.wait_s:.0f} s)"
             progress.update(bar, advance=1, description=waited)
 
+        def stopping(signum: int) -> None:
+            progress.stop()
+            console.print(
+                f"[yellow]{signal.Signals(signum).name}: stopping (aborting generations, "
+                "removing containers, flushing files); send it again to exit at once[/]"
+            )
+
         try:
-            result = asyncio.run(
-                run_swe_rollout(
+            result = run_until_signal(
+                lambda: run_swe_rollout(
                     settings,
                     config.resolve().parent,
                     run_dir,
                     on_batch=advance,
                     on_backend=announce,
-                )
+                ),
+                stopping,
             )
+        except Interrupted as stopped:
+            console.print(
+                f"{stopped}: the steps completed so far are in {run_dir} "
+                f"(`conductor report {run_dir}`); no container of this run is left"
+            )
+            if report:
+                _write_report(run_dir)
+            raise typer.Exit(stopped.exit_code) from None
         except (HarnessError, RolloutError, UnknownPolicyError) as exc:
             with contextlib.suppress(OSError):
                 run_dir.rmdir()  # only if nothing was written into it
