@@ -15,6 +15,8 @@ import signal
 from pathlib import Path
 
 import typer
+import yaml
+from pydantic import ValidationError
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -24,6 +26,7 @@ from rollout.cli.console import config_and_overrides, console, fail
 from rollout.cli.run_dirs import new_run_dir
 from rollout.cli.shutdown import Interrupted, run_until_signal
 from rollout.errors import RolloutError
+from rollout.jobs.checkpoint import Checkpoint, prepare_resume, read_checkpoint
 from rollout.jobs.config import RunConfig
 from rollout.jobs.policies import UnknownPolicyError
 from rollout.jobs.swe_run import SWERunResult, run_swe_rollout
@@ -41,15 +44,37 @@ def run(
     ),
     out: Path | None = typer.Option(None, help="parent of the run directory (default: out_dir)"),
     report: bool = typer.Option(True, help="write metrics.json and report.md in the run dir"),
+    resume: Path | None = typer.Option(
+        None,
+        "--resume",
+        help="continue the run in this run directory from its last checkpoint (after a crash, "
+        "kill -9 or a signal), with the config it started with",
+    ),
 ) -> None:
     """SWE rollouts in real sandboxes for a few training steps: scripted agents on the simulated
     engine (default), or SGLang servers over HTTP (configs/run/sglang.yaml)."""
-    config, extra = config_and_overrides(config, overrides, DEFAULT_RUN_CONFIG)
-    try:
-        settings = load_config(RunConfig, config, extra)
-    except HarnessError as exc:
-        fail(str(exc))
-    run_dir = new_run_dir(out or Path(settings.out_dir))
+    checkpoint: Checkpoint | None = None
+    if resume is not None:
+        if overrides or config != DEFAULT_RUN_CONFIG:
+            fail("--resume takes the config the run started with; give no config or overrides")
+        try:
+            settings, base_dir, checkpoint = _resume_settings(resume)
+        except (HarnessError, RolloutError) as exc:
+            fail(str(exc))
+        run_dir = resume
+        done = 0 if checkpoint is None else checkpoint.steps_done
+        if done >= settings.steps:
+            console.print(f"{run_dir} is complete: {done} of {settings.steps} steps")
+            return
+        console.print(f"resuming {run_dir} after step {done} of {settings.steps}")
+    else:
+        config, extra = config_and_overrides(config, overrides, DEFAULT_RUN_CONFIG)
+        try:
+            settings = load_config(RunConfig, config, extra)
+        except HarnessError as exc:
+            fail(str(exc))
+        base_dir = config.resolve().parent
+        run_dir = new_run_dir(out or Path(settings.out_dir))
 
     def announce(backend: str) -> None:
         if backend != "docker":
@@ -58,6 +83,7 @@ def run(
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
     with Progress(*columns, TimeElapsedColumn(), console=console) as progress:
         bar = progress.add_task("training steps", total=settings.steps)
+        progress.update(bar, completed=0 if checkpoint is None else checkpoint.steps_done)
 
         def advance(batch: Batch) -> None:
             waited = f"training steps (waited {batch.wait_s:.0f} s)"
@@ -74,17 +100,18 @@ def run(
             result = run_until_signal(
                 lambda: run_swe_rollout(
                     settings,
-                    config.resolve().parent,
+                    base_dir,
                     run_dir,
                     on_batch=advance,
                     on_backend=announce,
+                    resume_from=checkpoint,
                 ),
                 stopping,
             )
         except Interrupted as stopped:
             console.print(
-                f"{stopped}: the steps completed so far are in {run_dir} "
-                f"(`conductor report {run_dir}`); no container of this run is left"
+                f"{stopped}: the steps completed so far are in {run_dir}; no container of this "
+                f"run is left. Continue it with `conductor run --resume {run_dir}`"
             )
             if report:
                 _write_report(run_dir)
@@ -97,6 +124,24 @@ def run(
         _write_report(run_dir)
     console.print(_steps_table(result, settings))
     _print_totals(result)
+
+
+def _resume_settings(run_dir: Path) -> tuple[RunConfig, Path, Checkpoint | None]:
+    """The config a run started with, where its paths resolve, and its last checkpoint; the
+    run directory is cut back to that checkpoint (`prepare_resume`)."""
+    config_path = run_dir / "config.yaml"
+    if not config_path.is_file():
+        raise RolloutError(f"{run_dir} holds no config.yaml: it is not a `conductor run` run dir")
+    described = yaml.safe_load(config_path.read_text(encoding="utf-8")) or {}
+    if "run" not in described or "base_dir" not in described:
+        raise RolloutError(f"{config_path} was written by a release that cannot resume")
+    try:
+        settings = RunConfig.model_validate(described["run"])
+    except ValidationError as exc:
+        raise RolloutError(f"{config_path} no longer validates: {exc}") from exc
+    checkpoint = read_checkpoint(run_dir)
+    prepare_resume(run_dir, checkpoint)
+    return settings, Path(described["base_dir"]), checkpoint
 
 
 def _steps_table(result: SWERunResult, settings: RunConfig) -> Table:

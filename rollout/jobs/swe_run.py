@@ -34,6 +34,7 @@ from rollout.engines.faults import FaultyEngine
 from rollout.engines.sglang import SGLangEngine, SGLangEngineConfig
 from rollout.engines.sim import ServedModelConfig, SimEngine, SimEngineConfig, build_sim_engine
 from rollout.errors import RolloutError
+from rollout.jobs.checkpoint import Checkpoint, write_checkpoint
 from rollout.jobs.config import RunConfig, shape_rollout
 from rollout.jobs.policies import resolve_policy
 from rollout.jobs.summary import summarize_conductor_run
@@ -123,8 +124,13 @@ async def run_swe_rollout(
     *,
     on_batch: Callable[[Batch], None] | None = None,
     on_backend: Callable[[str], None] | None = None,
+    resume_from: Checkpoint | None = None,
 ) -> SWERunResult:
-    """Run `config.steps` training steps; configs are resolved from `base_dir`."""
+    """Run `config.steps` training steps; configs are resolved from `base_dir` (absolute).
+
+    A checkpoint is written into `run_dir` after every step. With `resume_from` (the run
+    directory already cut back by `prepare_resume`) the run continues from that step.
+    """
     policy = resolve_policy(config.policy)
     rollout = shape_rollout(
         config.rollout.load(RolloutConfig, base_dir),
@@ -179,8 +185,11 @@ async def run_swe_rollout(
         "policy": policy.model_dump(mode="json"),
         **described_engine,
         "backend": backend,
+        "base_dir": str(base_dir),  # where `run`'s config paths resolve (resume)
     }
-    recorder = RunRecorder(run_dir, described, origin_s=clock.now())
+    steps_done = 0 if resume_from is None else resume_from.steps_done
+    resumed_at_s = 0.0 if resume_from is None else resume_from.last_step_t_s
+    recorder = RunRecorder(run_dir, described, origin_s=clock.now() - resumed_at_s)
     recorder.attach(bus)
 
     batches: list[Batch] = []  # a few small groups: kept whole for the caller
@@ -233,9 +242,21 @@ async def run_swe_rollout(
                 clock=clock,
                 on_timeseries=recorder.timeseries,
             )
+            if resume_from is not None:
+                conductor.load_state_dict(resume_from.conductor_state)
+
+            def checkpoint(batch: Batch) -> None:
+                state = Checkpoint(
+                    steps_done=conductor.stats.batches,
+                    conductor_state=conductor.state_dict(),
+                    base_dir=str(base_dir),
+                    last_step_t_s=batch.complete_s - recorder.origin_s,
+                )
+                write_checkpoint(run_dir, state)
+
             async with conductor:
-                trainer = SimulatedTrainer(config.trainer, on_batch=record)
-                digests = await trainer.run(conductor, config.steps)
+                trainer = SimulatedTrainer(config.trainer, on_batch=record, on_trained=checkpoint)
+                digests = await trainer.run(conductor, config.steps - steps_done)
                 elapsed_s = clock.now() - conductor.origin_s
                 served = engine.inner if isinstance(engine, FaultyEngine) else engine
                 busy_s = served.counters.busy_s if isinstance(served, SimEngine) else 0.0

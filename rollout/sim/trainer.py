@@ -33,10 +33,15 @@ class SimulatedTrainer:
     """See the module docstring. `on_batch` sees each batch as it arrives (to record it)."""
 
     def __init__(
-        self, config: TrainerSimConfig, *, on_batch: Callable[[Batch], None] | None = None
+        self,
+        config: TrainerSimConfig,
+        *,
+        on_batch: Callable[[Batch], None] | None = None,
+        on_trained: Callable[[Batch], None] | None = None,
     ) -> None:
         self._config = config
         self._on_batch = on_batch
+        self._on_trained = on_trained  # after the step's weights are published (checkpoints)
 
     async def run(self, source: BatchSource, steps: int) -> list[BatchDigest]:
         """Train `steps` steps; returns a digest of each batch, in order (the batches, with
@@ -51,6 +56,8 @@ class SimulatedTrainer:
                     self._on_batch(batch)
                 await asyncio.sleep(self._config.train_time_s)
                 await source.update_weights(batch.policy_version + 1)
+                if self._on_trained is not None:
+                    self._on_trained(batch)
                 if len(consumed) == steps:
                     break
         return consumed
