@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import docker
+import docker.errors
+import requests
 
-from harness.errors import ImageNotFoundError
+from harness.errors import DockerUnavailableError, ImageNotFoundError
 from harness.reaper import reap_containers
 from harness.sandbox.base import Sandbox
-from harness.sandbox.docker import DockerSandbox
+from harness.sandbox.docker import DockerSandbox, new_container_name
 from harness.sandbox.limits import ContainerLimits, ExecLimits
 from harness.sandbox.local import LocalSandbox
 
@@ -55,19 +57,53 @@ class DockerBackend:
         self._workdir = workdir
         self._limits = limits or ContainerLimits()
         self._exec_limits = exec_limits or ExecLimits()
+        self._lost: set[str] = set()  # created while the daemon went away: never handed out
 
     async def create(self, image: str) -> Sandbox:
-        return await DockerSandbox.create(
-            self.client,
-            image,
-            workdir=self._workdir,
-            limits=self._limits,
-            exec_limits=self._exec_limits,
-        )
+        name = new_container_name()
+        try:
+            sandbox = await DockerSandbox.create(
+                self.client,
+                image,
+                workdir=self._workdir,
+                limits=self._limits,
+                exec_limits=self._exec_limits,
+                name=name,
+            )
+        except DockerUnavailableError:
+            self._lost.add(name)  # the daemon may have made it before it went away
+            raise
+        if self._lost:
+            await self.remove_lost()
+        return sandbox
+
+    async def remove_lost(self) -> int:
+        """Remove containers whose creation answer was lost in a daemon outage (best effort:
+        the ones the daemon cannot be asked about yet are kept for the next call)."""
+        removed = 0
+        for name in sorted(self._lost):
+            try:
+                await asyncio.to_thread(_remove_by_name, self.client, name)
+            except DockerUnavailableError:
+                continue
+            self._lost.discard(name)
+            removed += 1
+        return removed
 
     async def reap(self) -> int:
         report = await asyncio.to_thread(reap_containers, self.client)
         return len(report.removed)
+
+
+def _remove_by_name(client: docker.DockerClient, name: str) -> None:
+    try:
+        client.containers.get(name).remove(force=True)
+    except docker.errors.NotFound:
+        return
+    except docker.errors.DockerException:
+        raise
+    except (requests.exceptions.RequestException, ConnectionError) as exc:
+        raise DockerUnavailableError(str(exc)) from exc
 
 
 class LocalBackend:

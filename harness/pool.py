@@ -30,7 +30,7 @@ from harness.backends import SandboxBackend
 from harness.clock import Clock, LoopClock
 from harness.config import FrozenConfig
 from harness.env import AgentEnv, ResetReturn, StepReturn
-from harness.errors import PoolClosedError, SandboxDeadError, SandboxError
+from harness.errors import DockerUnavailableError, PoolClosedError, SandboxDeadError, SandboxError
 from harness.events import EventBus, Phase, StepEvent
 from harness.handle import PooledSandboxHandle, SandboxHandle
 from harness.sandbox.base import Sandbox
@@ -60,6 +60,15 @@ class PoolConfig(FrozenConfig):
     )
     workdir: str = Field("/testbed", description="working directory inside each sandbox")
     reap_on_start: bool = Field(True, description="remove leftovers of dead owners on start")
+    daemon_outage_s: float = Field(
+        120.0,
+        ge=0,
+        description="how long a sandbox start waits for a Docker daemon that stopped answering "
+        "(a restart), retrying with backoff, before it fails (s)",
+    )
+    daemon_retry_max_s: float = Field(
+        8.0, gt=0, description="longest wait between two such retries (doubling from 0.25 s) (s)"
+    )
     container: ContainerLimits = Field(default_factory=ContainerLimits)
     exec: ExecLimits = Field(default_factory=ExecLimits)
 
@@ -152,6 +161,7 @@ class EnvPool:
         self._tasks: asyncio.TaskGroup | None = None
         self._refill_task: asyncio.Task[None] | None = None
         self._closed = False
+        self._unremoved: set[Sandbox] = set()
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -185,8 +195,13 @@ class EnvPool:
                 await tasks.__aexit__(None, None, None)
             except BaseExceptionGroup as group:  # a background bug must not hide the cleanup
                 log.error("env pool background task failed: %r", group)
-        await asyncio.gather(*(_close_quietly(sandbox) for sandbox in list(self._all)))
+        leftovers = [*self._all, *self._unremoved]
+        await asyncio.gather(*(_close_quietly(sandbox) for sandbox in leftovers))
+        remove_lost = getattr(self.backend, "remove_lost", None)
+        if remove_lost is not None:  # containers whose creation answer an outage swallowed
+            await remove_lost()
         self._all.clear()
+        self._unremoved.clear()
         self._warm.clear()
 
     # -- public API ---------------------------------------------------------------------------
@@ -343,9 +358,25 @@ class EnvPool:
 
     async def _start(self, image: str) -> Sandbox:
         async with self._start_gate:
-            sandbox = await self.backend.create(image)
+            sandbox = await self._create_waiting_out_outages(image)
         self._all.add(sandbox)
         return sandbox
+
+    async def _create_waiting_out_outages(self, image: str) -> Sandbox:
+        """`backend.create`, retried with backoff while the Docker daemon does not answer (it
+        is restarting), for at most `daemon_outage_s`; other failures raise at once."""
+        deadline = self.clock.now() + self.config.daemon_outage_s
+        delay = 0.25
+        while True:
+            try:
+                return await self.backend.create(image)
+            except DockerUnavailableError as exc:
+                if self.clock.now() + delay > deadline:
+                    limit = f"{self.config.daemon_outage_s:g} s"
+                    raise DockerUnavailableError(f"{exc} (waited {limit})") from exc
+                log.warning("Docker daemon not answering; retrying in %.2g s: %s", delay, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.config.daemon_retry_max_s)
 
     async def _release(self, lease: EnvLease) -> None:
         self._leased -= 1
@@ -367,8 +398,13 @@ class EnvPool:
         if sandbox not in self._all:
             return
         self._all.discard(sandbox)
-        await _close_quietly(sandbox)
+        await self._close_tracked(sandbox)
         await self._free_capacity()
+
+    async def _close_tracked(self, sandbox: Sandbox) -> None:
+        await _close_quietly(sandbox)
+        if getattr(sandbox, "removal_pending", False):
+            self._unremoved.add(sandbox)  # the daemon was away: removed again at close
 
     async def _reserve_capacity(self, image: str, future: asyncio.Future[Sandbox]) -> bool:
         """Count one more live sandbox, waiting for room; False if the pool closed meanwhile.
@@ -387,7 +423,7 @@ class EnvPool:
                     self._all.discard(victim)
                     self._live -= 1
                     assert self._tasks is not None
-                    self._tasks.create_task(_close_quietly(victim))
+                    self._tasks.create_task(self._close_tracked(victim))
                     break
                 await self._capacity.wait()
             self._live += 1

@@ -52,7 +52,7 @@ from harness.sandbox.limits import ContainerLimits, ExecLimits
 
 T = TypeVar("T")
 
-__all__ = ["DockerSandbox", "docker_client"]
+__all__ = ["DockerSandbox", "docker_client", "new_container_name"]
 
 # Environment every command sees: no pagers or colour codes in observations.
 _COMMAND_ENV = {"PAGER": "cat", "GIT_PAGER": "cat", "TERM": "dumb", "TQDM_DISABLE": "1"}
@@ -86,6 +86,7 @@ class DockerSandbox:
         self._workdir = workdir
         self._exec_limits = exec_limits
         self._closed = False
+        self._removal_pending = False
         self._dead_reason: str | None = None
 
     @classmethod
@@ -99,8 +100,13 @@ class DockerSandbox:
         exec_limits: ExecLimits | None = None,
         wall_time: Callable[[], float] = time.time,
         role: str = "sandbox",
+        name: str | None = None,
     ) -> DockerSandbox:
-        """Start a container from `image` and return its sandbox once it runs."""
+        """Start a container from `image` and return its sandbox once it runs.
+
+        `name` (unique, e.g. from `new_container_name`) lets a caller find the container again
+        when the daemon created it but its answer was lost (`DockerUnavailableError`).
+        """
         limits = limits or ContainerLimits()
         container = await _docker_call(
             _run_container,
@@ -109,6 +115,7 @@ class DockerSandbox:
             workdir,
             limits,
             owner_labels(wall_time(), limits.ttl_s, role),
+            name,
         )
         return cls(client, container, workdir, exec_limits or ExecLimits())
 
@@ -217,8 +224,15 @@ class DockerSandbox:
             return False  # the daemon did not answer: its containers cannot be trusted
         return self._container.status == "running"
 
+    @property
+    def removal_pending(self) -> bool:
+        """The container was closed while the daemon was away and still exists."""
+        return self._removal_pending
+
     async def aclose(self) -> None:
-        if self._closed:
+        """Remove the container. Idempotent; a removal the daemon could not take (it was down)
+        is tried again by the next call (the pool closes every sandbox once more at its end)."""
+        if self._closed and not self._removal_pending:
             return
         self._closed = True
         await self._remove_quietly()
@@ -309,15 +323,16 @@ class DockerSandbox:
         return SandboxDeadError(self._dead_reason)
 
     async def _remove_quietly(self) -> None:
+        self._removal_pending = False
         try:
             await asyncio.to_thread(self._container.remove, force=True)
         except docker.errors.NotFound:
             pass
-        except _TRANSPORT_ERRORS:
-            pass  # the daemon is away; the reaper removes the container once it is back
         except docker.errors.APIError as exc:
             if exc.status_code != 409:  # 409: removal already in progress
                 raise SandboxError(f"could not remove container {self.container_id[:12]}") from exc
+        except _TRANSPORT_ERRORS:
+            self._removal_pending = True  # the daemon is away: the next aclose() tries again
 
 
 _KEEPALIVE_STEP_S = 10
@@ -360,6 +375,11 @@ def _keepalive_command(ttl_s: float) -> list[str]:
     return ["sh", "-c", script]
 
 
+def new_container_name() -> str:
+    """A unique container name of this project."""
+    return f"aio-conductor-{secrets.token_hex(8)}"
+
+
 def _fsize_blocks(limits: ContainerLimits) -> int:
     """RLIMIT_FSIZE in bytes (Docker passes it to setrlimit as is)."""
     return limits.max_file_mb * 1024 * 1024
@@ -371,6 +391,7 @@ def _run_container(
     workdir: str,
     limits: ContainerLimits,
     labels: dict[str, str],
+    name: str | None = None,
 ) -> Container:
     options: dict[str, Any] = {
         "command": _keepalive_command(limits.ttl_s),
@@ -392,7 +413,7 @@ def _run_container(
     if not limits.network:
         options["network_mode"] = "none"
     try:
-        return client.containers.run(image, **options)
+        return client.containers.run(image, name=name, **options)
     except docker.errors.ImageNotFound as exc:
         raise ImageNotFoundError(
             f"image {image!r} does not exist here; build it with `conductor images build`"
