@@ -65,7 +65,7 @@ def main() -> int:
         process = conductor(*run_args(args.backend, args.steps), "--out", str(crashed_out))
         kills = 0
         while True:
-            delay = draw.uniform(0.5, full_s / 2)
+            delay = draw.uniform(0.5, max(1.5, full_s / 6))  # short: most kills land mid-run
             try:
                 code = process.wait(timeout=delay)
             except subprocess.TimeoutExpired:

@@ -183,6 +183,8 @@ class RunMetrics:
     preemptions: int
     interruptions: int
     infra_errors: int
+    infra_error_causes: tuple[tuple[str, int], ...]
+    lost_samples: int
     staleness_histogram: tuple[tuple[int, int], ...]
     reward_mean: float | None
     inputs: tuple[str, ...]
@@ -310,7 +312,10 @@ class RunMetrics:
             SummaryRow("mean_staleness", "mean staleness", self.mean_staleness, "steps"),
             SummaryRow("max_staleness", "max staleness", self.max_staleness, "steps"),
             SummaryRow("reward_mean", "mean reward", self.reward_mean, ""),
-            SummaryRow("infra_errors", "infra errors", self.infra_errors, "count"),
+            SummaryRow(
+                "infra_errors", "infra errors (failed attempts)", self.infra_errors, "count"
+            ),
+            SummaryRow("lost_samples", "samples lost to infra errors", self.lost_samples, "count"),
             SummaryRow("samples", "samples seen", phases.samples, "count"),
             SummaryRow("turns", "turns", phases.turns, "count"),
         ]
@@ -337,6 +342,7 @@ class RunMetrics:
                 for step, phases in zip(self.steps, self.step_phases, strict=True)
             ],
             "phases_s": _phase_dict(self.phases),
+            "infra_error_causes": dict(self.infra_error_causes),
             "staleness_histogram": {str(value): count for value, count in self.staleness_histogram},
             "engines": [
                 {
@@ -383,11 +389,19 @@ def compute_run_metrics(
         kinds = Counter(event.phase for event in events if event.sample_id)
         preemptions, interruptions = kinds[Phase.PREEMPT], kinds[Phase.INTERRUPT]
         infra_errors = kinds[Phase.INFRA_ERROR]
+        causes = Counter(
+            str(event.data.get("cause", "unknown"))
+            for event in events
+            if event.phase is Phase.INFRA_ERROR and event.sample_id
+        )
     else:
         phases = phase_totals_from_trajectories(trajectories)
         preemptions = sum(t.num_preemptions for t in trajectories)
         interruptions = sum(t.num_interruptions for t in trajectories)
         infra_errors = sum(1 for t in trajectories if t.infra_error is not None)
+        causes = Counter(
+            t.infra_error.split(":", 1)[0] for t in trajectories if t.infra_error is not None
+        )
     return RunMetrics(
         run_start_s=start,
         steps=timings,
@@ -398,6 +412,8 @@ def compute_run_metrics(
         preemptions=preemptions,
         interruptions=interruptions,
         infra_errors=infra_errors,
+        infra_error_causes=tuple(sorted(causes.items())),
+        lost_samples=sum(1 for t in trajectories if t.infra_error is not None),
         staleness_histogram=staleness_histogram(steps),
         reward_mean=_reward_mean(steps, events, trajectories),
         inputs=inputs,

@@ -149,6 +149,9 @@ def render_markdown(
         lines += ["## Warnings: incomplete data", "", *(f"- {w}" for w in warnings), ""]
     lines += ["## Summary", "", "| metric | value |", "|---|---:|"]
     lines += [f"| {row.name} | {row.text} |" for row in metrics.summary_rows()]
+    if metrics.infra_error_causes:
+        causes = ", ".join(f"`{cause}` {count}" for cause, count in metrics.infra_error_causes)
+        lines += ["", f"Infra errors by cause: {causes}."]
     lines += ["", "## Training steps", ""]
     lines += [
         "| step | batch complete at | T_next | groups | policy version | max staleness "

@@ -96,7 +96,8 @@ class AgentLoop:
                 self._session = await self._sessions.open(self._sample)
                 prompt = await self._session.start()
             except EnvSessionError as exc:
-                self._emit(Phase.INFRA_ERROR, started_s, {"message": str(exc)})
+                data = {"message": str(exc), "cause": "env_start_failed"}
+                self._emit(Phase.INFRA_ERROR, started_s, data)
                 return self._result(infra_error=f"env_start_failed: {exc}")
             self._record = TrajectoryBuilder(prompt)
             self._env_init_s = self._now() - started_s
@@ -112,7 +113,8 @@ class AgentLoop:
             try:
                 return await self._episode()
             except EngineError as exc:
-                self._emit(Phase.INFRA_ERROR, self._now(), {"message": str(exc)})
+                data = {"message": str(exc), "cause": "engine_error"}
+                self._emit(Phase.INFRA_ERROR, self._now(), data)
                 return self._result(infra_error=f"engine_error: {exc}")
         finally:
             self._leave_scheduler(SampleFinished(self._sample.sample_id, self._now()))
@@ -162,6 +164,10 @@ class AgentLoop:
     def _ending(self, outcome: ActOutcome) -> Trajectory | None:
         """The finished trajectory if this action ended the episode, else None."""
         if outcome.infra_error is not None:
+            cause = outcome.infra_error.split(":", 1)[0].strip() or "env_infra_error"
+            self._emit(
+                Phase.INFRA_ERROR, self._now(), {"message": outcome.infra_error, "cause": cause}
+            )
             return self._result(infra_error=outcome.infra_error)
         if outcome.done:
             return self._result(

@@ -132,3 +132,6 @@ def test_a_run_survives_engine_resets_and_hangs_with_every_sample_consumed_once(
     assert sum(t.info.get("retries", 0) for group in groups for t in group) >= 2
     events = (run_dir / "events.jsonl").read_text()
     assert "injected: connection reset" in events and "gave no answer" in events
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["infra_error_causes"]["engine_error"] >= 2  # reported, by cause
+    assert metrics["summary"]["infra_errors"] >= 2 and metrics["summary"]["lost_samples"] == 0
