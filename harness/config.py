@@ -43,7 +43,14 @@ def apply_overrides(raw: Mapping[str, Any], overrides: Iterable[str]) -> dict[st
             if not isinstance(child, dict):
                 raise ConfigError(f"override {override!r}: {key!r} is not a section")
             node = child
-        node[keys[-1]] = yaml.safe_load(value_text)
+        try:
+            node[keys[-1]] = yaml.safe_load(value_text)
+        except yaml.YAMLError as exc:
+            problem = str(exc).splitlines()[0]
+            raise ConfigError(
+                f"override {override!r}: the value is not valid YAML ({problem}); quote it, "
+                "e.g. 'key=[a, b]' for a list"
+            ) from exc
     return merged
 
 
@@ -73,6 +80,12 @@ def load_config(
             loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
         except FileNotFoundError as exc:
             raise ConfigError(f"config file {source} does not exist") from exc
+        except IsADirectoryError as exc:
+            raise ConfigError(f"config {source} is a directory; give a YAML file") from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"config file {source} is not text; give a YAML file") from exc
+        except OSError as exc:
+            raise ConfigError(f"config file {source} cannot be read: {exc.strerror}") from exc
         except yaml.YAMLError as exc:
             raise ConfigError(f"config file {source} is not valid YAML: {exc}") from exc
         if loaded is None:

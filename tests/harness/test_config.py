@@ -1,8 +1,9 @@
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from harness.config import load_config
+from harness.config import FrozenConfig, load_config
 from harness.errors import ConfigError
 from harness.pool import PoolConfig
 from tests.paths import REPO_ROOT
@@ -39,3 +40,28 @@ def test_override_without_equals_sign_is_explained() -> None:
 def test_shipped_pool_config_is_valid() -> None:
     config = load_config(PoolConfig, REPO_ROOT / "configs/pool/default.yaml")
     assert config.max_live >= config.warm_per_image
+
+
+@pytest.mark.parametrize(
+    ("make", "overrides", "message"),
+    [
+        (lambda tmp: tmp, (), "is a directory"),
+        (lambda tmp: _write_bytes(tmp / "bin.yaml", b"\x7fELF\xd0\xff"), (), "is not text"),
+        (lambda tmp: None, ("steps=[",), "is not valid YAML"),
+    ],
+)
+def test_bad_config_inputs_are_one_line_errors_that_say_what_to_do(
+    tmp_path: Path, make: Any, overrides: tuple[str, ...], message: str
+) -> None:
+    """Fault 14: a directory, a binary file or `steps=[` printed a traceback."""
+    with pytest.raises(ConfigError, match=message):
+        load_config(_Sample, make(tmp_path), overrides)
+
+
+class _Sample(FrozenConfig):
+    steps: list[int] = []
+
+
+def _write_bytes(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
