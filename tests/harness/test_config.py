@@ -59,7 +59,7 @@ def test_bad_config_inputs_are_one_line_errors_that_say_what_to_do(
 
 
 class _Sample(FrozenConfig):
-    steps: list[int] = []
+    steps: tuple[int, ...] = ()
 
 
 def _write_bytes(path: Path, data: bytes) -> Path:
