@@ -412,6 +412,8 @@ def _run_container(
     }
     if not limits.network:
         options["network_mode"] = "none"
+    if limits.runtime is not None:
+        options["runtime"] = limits.runtime
     try:
         return client.containers.run(image, name=name, **options)
     except docker.errors.ImageNotFound as exc:

@@ -47,6 +47,12 @@ class ContainerLimits(FrozenConfig):
         "write past it fails with EFBIG): the per-command disk cap where the storage driver "
         "offers no quota. Costs nothing; lower it for untrusted code on small disks (MiB)",
     )
+    runtime: str | None = Field(
+        None,
+        description="OCI runtime of the containers, e.g. `runsc` (gVisor) where it is installed "
+        "and registered with the daemon: a user-space kernel between the agent's commands and "
+        "the host, for about 2x slower syscalls; None: the daemon's default (runc)",
+    )
     max_open_files: int = Field(
         4096, ge=64, description="open file descriptors per process (`ulimit -n`)"
     )

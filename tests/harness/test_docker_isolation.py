@@ -103,3 +103,11 @@ async def test_a_file_larger_than_the_limit_cannot_be_written(
         assert files.output.strip() == "128"
     finally:
         await sandbox.aclose()
+
+
+async def test_an_unavailable_runtime_is_a_clear_sandbox_error(
+    docker_client: docker.DockerClient, base_image: str
+) -> None:
+    limits = ContainerLimits(runtime="no-such-runtime")
+    with pytest.raises(SandboxError, match=r"(?i)runtime"):
+        await DockerSandbox.create(docker_client, base_image, limits=limits)
