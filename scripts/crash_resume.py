@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -73,14 +74,23 @@ def main() -> int:
                     process.send_signal(signal.SIGKILL)
                     process.wait()
                     kills += 1
-                    print(f"kill {kills}: SIGKILL after {delay:.1f} s")
+                    print(f"kill {kills}: SIGKILL after {delay:.1f} s", flush=True)
                     code = None
                 else:
                     code = process.wait()
             if code == 0:
                 break
-            run_dir = next(crashed_out.iterdir())
-            process = conductor("--resume", str(run_dir))
+            if code is not None:  # it failed by itself: resuming cannot help
+                print(f"the run exited with {code} without being killed", flush=True)
+                return 1
+            made = list(crashed_out.iterdir()) if crashed_out.exists() else []
+            if made and not (made[0] / "resume.json").exists():
+                shutil.rmtree(made[0])  # killed between its mkdir and its first write
+                made = []
+            if made:
+                process = conductor("--resume", str(made[0]))
+            else:  # killed before it made its run directory: nothing to resume, start again
+                process = conductor(*run_args(args.backend, args.steps), "--out", str(crashed_out))
         steps, samples = consumed(next(crashed_out.iterdir()))
     same = steps == reference
     unique = len(samples) == len(set(samples))

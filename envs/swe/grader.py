@@ -155,11 +155,15 @@ class Grader:
         return AgentPatch(diff, changed, discarded, size_bytes)
 
     async def _oversized_file(self, sandbox: Sandbox, scratch: str) -> str | InfraError | None:
-        """A file (outside .git) larger than the patch limit, found before git hashes it all."""
+        """A new file larger than the patch limit, found before `git add` hashes it all."""
         limit = self._config.max_patch_bytes
+        # New files only (untracked, not ignored): listing them hashes nothing, and a large
+        # file the repository already tracks is not the agent's.
         found = await sandbox.exec(
-            f"mkdir -p {scratch} && f=$(find . -path ./.git -prune -o -type f -size +{limit}c "
-            f"-print -quit 2>/dev/null); echo; echo {_OVERSIZED_PREFIX}$f",
+            f"mkdir -p {scratch} && f=$(git ls-files -z --others --exclude-standard | "
+            f"xargs -0 -r stat -c '%s %n' -- 2>/dev/null | "
+            f"awk -v max={limit} '$1 > max {{ sub(/^[0-9]+ /, \"\"); print; exit }}'); "
+            f"echo; echo {_OVERSIZED_PREFIX}$f",
             timeout_s=self._config.git_timeout_s,
         )
         if found.exit_code != 0:

@@ -291,8 +291,8 @@ def _tamper_reason(
     """Why this hardened run cannot be trusted, or None. Each check is independent of the trick."""
     report = inputs.run_report
     assert report is not None
-    workdir = inputs.workdir.rstrip("/") + "/"
-    if report.runner_file.startswith(workdir):
+    roots = {inputs.workdir.rstrip("/") + "/", report.repo_root.rstrip("/") + "/"} - {"/"}
+    if any(report.runner_file.startswith(root) for root in roots):
         return f"tampered: pytest was imported from the repository ({report.runner_file})"
     if report.exitstatus != exit_code:
         status = report.exitstatus

@@ -22,6 +22,8 @@ class RunReport:
     pytest_version: str
     exitstatus: int
     tests: Mapping[str, str]
+    repo_root: str = ""
+    """The repository's real path as the run saw it (the runner must not come from there)."""
 
 
 def parse_run_report(raw: bytes) -> RunReport | None:
@@ -43,4 +45,11 @@ def parse_run_report(raw: bytes) -> RunReport | None:
     )
     if not fields_ok:
         return None
-    return RunReport(data["runner_file"], data["pytest_version"], data["exitstatus"], dict(tests))
+    repo_root = data.get("repo_root", "")
+    return RunReport(
+        data["runner_file"],
+        data["pytest_version"],
+        data["exitstatus"],
+        dict(tests),
+        repo_root if isinstance(repo_root, str) else "",
+    )

@@ -15,7 +15,6 @@ import signal
 from pathlib import Path
 
 import typer
-import yaml
 from pydantic import ValidationError
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -26,7 +25,13 @@ from rollout.cli.console import config_and_overrides, console, fail
 from rollout.cli.run_dirs import new_run_dir
 from rollout.cli.shutdown import Interrupted, run_until_signal
 from rollout.errors import RolloutError
-from rollout.jobs.checkpoint import Checkpoint, prepare_resume, read_checkpoint
+from rollout.jobs.checkpoint import (
+    Checkpoint,
+    prepare_resume,
+    read_checkpoint,
+    read_resume_info,
+    write_resume_info,
+)
 from rollout.jobs.config import RunConfig
 from rollout.jobs.policies import UnknownPolicyError
 from rollout.jobs.swe_run import SWERunResult, run_swe_rollout
@@ -75,6 +80,7 @@ def run(
             fail(str(exc))
         base_dir = config.resolve().parent
         run_dir = new_run_dir(out or Path(settings.out_dir))
+        write_resume_info(run_dir, settings.model_dump(mode="json"), base_dir)
 
     def announce(backend: str) -> None:
         if backend != "docker":
@@ -129,19 +135,14 @@ def run(
 def _resume_settings(run_dir: Path) -> tuple[RunConfig, Path, Checkpoint | None]:
     """The config a run started with, where its paths resolve, and its last checkpoint; the
     run directory is cut back to that checkpoint (`prepare_resume`)."""
-    config_path = run_dir / "config.yaml"
-    if not config_path.is_file():
-        raise RolloutError(f"{run_dir} holds no config.yaml: it is not a `conductor run` run dir")
-    described = yaml.safe_load(config_path.read_text(encoding="utf-8")) or {}
-    if "run" not in described or "base_dir" not in described:
-        raise RolloutError(f"{config_path} was written by a release that cannot resume")
+    config, base_dir = read_resume_info(run_dir)
     try:
-        settings = RunConfig.model_validate(described["run"])
+        settings = RunConfig.model_validate(config)
     except ValidationError as exc:
-        raise RolloutError(f"{config_path} no longer validates: {exc}") from exc
+        raise RolloutError(f"{run_dir}: the run's config no longer validates: {exc}") from exc
     checkpoint = read_checkpoint(run_dir)
     prepare_resume(run_dir, checkpoint)
-    return settings, Path(described["base_dir"]), checkpoint
+    return settings, base_dir, checkpoint
 
 
 def _steps_table(result: SWERunResult, settings: RunConfig) -> Table:

@@ -21,9 +21,20 @@ from typing import Any
 from rollout.errors import RolloutError
 from rollout.observe.run_dir import RunDir
 
-__all__ = ["CHECKPOINT_FILE", "Checkpoint", "prepare_resume", "read_checkpoint", "write_checkpoint"]
+__all__ = [
+    "CHECKPOINT_FILE",
+    "RESUME_FILE",
+    "Checkpoint",
+    "prepare_resume",
+    "read_checkpoint",
+    "read_resume_info",
+    "write_checkpoint",
+    "write_resume_info",
+]
 
 CHECKPOINT_FILE = "checkpoint.json"
+RESUME_FILE = "resume.json"
+"""Written first, when the run directory is made: the run's config and where it resolves."""
 _VERSION = 1
 
 
@@ -48,10 +59,13 @@ class Checkpoint:
 
 def write_checkpoint(root: Path, checkpoint: Checkpoint) -> Path:
     """Replace `root/checkpoint.json` atomically; a crash leaves the old one or the new one."""
-    path = root / CHECKPOINT_FILE
-    temporary = path.with_name(CHECKPOINT_FILE + ".tmp")
+    return _write_atomic(root / CHECKPOINT_FILE, checkpoint.to_dict())
+
+
+def _write_atomic(path: Path, data: Mapping[str, Any]) -> Path:
+    temporary = path.with_name(path.name + ".tmp")
     with temporary.open("w", encoding="utf-8") as file:
-        json.dump(checkpoint.to_dict(), file)
+        json.dump(data, file)
         file.flush()
         os.fsync(file.fileno())
     os.replace(temporary, path)
@@ -79,6 +93,29 @@ def read_checkpoint(root: Path) -> Checkpoint | None:
         )
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         raise RolloutError(f"{path} is not a readable checkpoint: {exc}") from exc
+
+
+def write_resume_info(root: Path, config: Mapping[str, Any], base_dir: Path) -> Path:
+    """What `--resume` needs before any step exists: the run's config and its base directory."""
+    return _write_atomic(root / RESUME_FILE, {"run": dict(config), "base_dir": str(base_dir)})
+
+
+def read_resume_info(root: Path) -> tuple[Mapping[str, Any], Path]:
+    """The run's config and base directory, as `write_resume_info` left them.
+
+    Raises:
+        RolloutError: `root` is not a run directory of `conductor run`.
+    """
+    path = root / RESUME_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return data["run"], Path(data["base_dir"])
+    except FileNotFoundError as exc:
+        raise RolloutError(
+            f"{root} holds no {RESUME_FILE}: it is not a run directory of `conductor run`"
+        ) from exc
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise RolloutError(f"{path} is damaged: {exc}") from exc
 
 
 def prepare_resume(root: Path, checkpoint: Checkpoint | None) -> set[str]:

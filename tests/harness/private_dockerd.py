@@ -1,5 +1,6 @@
-"""A private Docker daemon for tests that restart or stop one: its own socket, data root and
-exec root, no bridge and no iptables changes, so the machine's own daemon is never touched."""
+"""A private Docker daemon for tests that restart or stop one: its own socket, data root, exec
+root and network namespace, no bridge and no iptables changes, so the machine's own daemon is
+never touched."""
 
 from __future__ import annotations
 
@@ -30,8 +31,14 @@ class PrivateDockerd:
             raise RuntimeError("no dockerd binary on PATH")
         self.root.mkdir(parents=True, exist_ok=True)
         log = (self.root / "dockerd.log").open("ab")
+        # Its own network namespace: a daemon started with `--bridge none` deletes the host's
+        # `docker0`, which would break the machine's own daemon.
+        unshare = shutil.which("unshare")
+        if unshare is None:
+            raise RuntimeError("no unshare binary (util-linux) to give dockerd its own netns")
         self._process = subprocess.Popen(
             [
+                unshare, "--net", "--",
                 binary, "--host", self.url, "--data-root", str(self.root / "data"),
                 "--exec-root", str(self.root / "exec"), "--pidfile", str(self.root / "d.pid"),
                 "--bridge", "none", "--iptables=false", "--ip-masq=false",

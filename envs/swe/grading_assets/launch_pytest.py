@@ -45,7 +45,7 @@ def main(argv):
     sys.path[0:0] = [repo, *_pythonpath(repo)]
     plugin_args = _allowed_plugins(repo, args)
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    recorder = _Recorder(report_path, canary_path, runner_file, pytest.__version__)
+    recorder = _Recorder(report_path, canary_path, runner_file, pytest.__version__, repo)
     return int(pytest.main(plugin_args + args, plugins=[recorder]))
 
 
@@ -92,11 +92,12 @@ def _p_values(args):
 class _Recorder:
     """A pytest plugin object: records outcomes, adds the canaries, writes the report."""
 
-    def __init__(self, report_path, canary_path, runner_file, version):
+    def __init__(self, report_path, canary_path, runner_file, version, repo):
         self.report_path = report_path
         self.canary_path = canary_path
         self.runner_file = runner_file
         self.version = version
+        self.repo = repo
         self.tests = {}
 
     @pytest.hookimpl(trylast=True)  # after -k / -m selection
@@ -115,6 +116,7 @@ class _Recorder:
     def pytest_sessionfinish(self, session, exitstatus):
         record = {
             "runner_file": self.runner_file,
+            "repo_root": self.repo,
             "pytest_version": self.version,
             "exitstatus": int(exitstatus),
             "tests": self.tests,

@@ -129,7 +129,9 @@ def prebuilt_image(
             info.size = len(text.encode())
             tar.addfile(info, io.BytesIO(text.encode()))
     context.seek(0)
-    docker_client.images.build(fileobj=context, custom_context=True, tag=PREBUILT_IMAGE, rm=True)
+    docker_client.images.build(
+        fileobj=context, custom_context=True, tag=PREBUILT_IMAGE, rm=True, network_mode="none"
+    )
     yield PREBUILT_IMAGE
     docker_client.images.remove(PREBUILT_IMAGE, force=True)
 

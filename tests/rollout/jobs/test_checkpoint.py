@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 
 from rollout.errors import RolloutError
-from rollout.jobs.checkpoint import Checkpoint, prepare_resume, read_checkpoint, write_checkpoint
+from rollout.jobs.checkpoint import (
+    Checkpoint,
+    prepare_resume,
+    read_checkpoint,
+    read_resume_info,
+    write_checkpoint,
+    write_resume_info,
+)
 from tests.paths import REPO_ROOT
 
 
@@ -58,6 +65,13 @@ def test_a_run_dir_missing_checkpointed_steps_is_refused(tmp_path: Path) -> None
     _write(tmp_path, [["g0"]], ["g0"])
     with pytest.raises(RolloutError, match="holds 1 of the 3 steps"):
         prepare_resume(tmp_path, _checkpoint(3))
+
+
+def test_resume_info_is_there_from_the_start_and_round_trips(tmp_path: Path) -> None:
+    with pytest.raises(RolloutError, match="not a run directory"):
+        read_resume_info(tmp_path)
+    write_resume_info(tmp_path, {"steps": 3}, Path("/configs/run"))
+    assert read_resume_info(tmp_path) == ({"steps": 3}, Path("/configs/run"))
 
 
 def test_a_damaged_checkpoint_is_a_clear_error(tmp_path: Path) -> None:
