@@ -8,6 +8,7 @@ env pool hands out warm sandboxes instead and only the grading factory comes fro
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import tempfile
 import weakref
@@ -25,10 +26,26 @@ from envs.swe.sandbox_source import ReleaseSandbox
 from envs.swe.tasks import SWETask
 from harness.backends import DockerBackend, LocalBackend, SandboxBackend
 from harness.images import ensure_base_image
+from harness.reaper import pid_alive
 from harness.sandbox.base import Sandbox
 from harness.standalone import BackendName, make_backend
 
-__all__ = ["BackendSandboxes", "swe_backend"]
+__all__ = ["BackendSandboxes", "remove_stale_templates", "swe_backend"]
+
+
+_TEMPLATES_PREFIX = "conductor-swe-templates-"
+
+
+def remove_stale_templates(parent: Path | None = None) -> int:
+    """Remove template directories whose process is gone (a run killed with `kill -9` cannot
+    remove its own); returns how many were removed."""
+    removed = 0
+    for path in Path(parent or tempfile.gettempdir()).glob(f"{_TEMPLATES_PREFIX}*-*"):
+        owner = path.name[len(_TEMPLATES_PREFIX) :].split("-", 1)[0]
+        if owner.isdigit() and not pid_alive(int(owner)):
+            shutil.rmtree(path, ignore_errors=True)
+            removed += 1
+    return removed
 
 
 class BackendSandboxes:
@@ -57,7 +74,9 @@ class BackendSandboxes:
             await asyncio.to_thread(build_task_image, self.backend.client, task, self.resolver)
         elif isinstance(self.backend, LocalBackend):
             if self._template_root is None:
-                self._template_root = Path(tempfile.mkdtemp(prefix="conductor-swe-templates-"))
+                await asyncio.to_thread(remove_stale_templates)
+                prefix = f"{_TEMPLATES_PREFIX}{os.getpid()}-"
+                self._template_root = Path(tempfile.mkdtemp(prefix=prefix))
                 # Removed by close(), or when this object goes, or at exit: never left behind.
                 self._cleanup = weakref.finalize(
                     self, shutil.rmtree, self._template_root, ignore_errors=True

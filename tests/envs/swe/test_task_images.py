@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from envs.swe.images import TaskImageConfig, TaskImageResolver
 from envs.swe.tasks import load_shipped_tasks
 
@@ -44,3 +47,15 @@ async def test_the_local_backends_template_directories_are_removed_on_close() ->
     assert root is not None and (root / TASK.instance_id / ".git").is_dir()
     runtime.close()
     assert not root.exists()
+
+
+def test_template_directories_of_dead_runs_are_removed(tmp_path: Path) -> None:
+    from envs.swe.runtime import remove_stale_templates
+
+    stale = tmp_path / "conductor-swe-templates-999999999-abc"
+    mine = tmp_path / f"conductor-swe-templates-{os.getpid()}-def"
+    other = tmp_path / "conductor-swe-templates-xyz"  # an old name without a pid: left alone
+    for path in (stale, mine, other):
+        path.mkdir()
+    assert remove_stale_templates(tmp_path) == 1
+    assert not stale.exists() and mine.exists() and other.exists()
