@@ -50,7 +50,9 @@ def test_a_swe_bench_row_runs_in_its_published_image_with_conda_activated() -> N
 
 
 def test_a_swe_gym_row_has_no_environment_commit_and_its_own_image_names() -> None:
-    row = {k: v for k, v in SWE_BENCH_ROW.items() if k != "environment_setup_commit"}
+    row: dict[str, object] = {
+        k: v for k, v in SWE_BENCH_ROW.items() if k != "environment_setup_commit"
+    }
     row.update(FAIL_TO_PASS=["tests/test_x.py::test_nested"], instance_id="getmoto__moto-1")
     task = task_of(row, format="swe-gym")
     assert task.image == "xingyaoww/sweb.eval.x86_64.getmoto_s_moto-1:latest"

@@ -3,8 +3,6 @@ the SWE env through the warm env pool."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import docker
 import pytest
 
@@ -12,31 +10,18 @@ from envs.swe.config import SWEEnvConfig
 from envs.swe.env import SWEEnv
 from envs.swe.grader import AgentPatch, Grader
 from envs.swe.grading_log import parse_pytest_log
-from envs.swe.images import TaskImageConfig, TaskImageResolver
 from envs.swe.runtime import BackendSandboxes
 from envs.swe.tasks import SWETask, load_shipped_tasks
-from harness.backends import DockerBackend
 from harness.clock import LoopClock
 from harness.config import load_config
 from harness.handle import SandboxHandle
 from harness.pool import EnvPool, PoolConfig
-from harness.sandbox import ContainerLimits, ExecLimits
 from tests.conftest import project_containers
 
 pytestmark = pytest.mark.docker
 
 TASKS = load_shipped_tasks()
 ONE_PER_PROJECT = list({task.project: task for task in TASKS}.values())
-
-
-@pytest.fixture(scope="module")
-def runtime(docker_client: docker.DockerClient, base_image: str) -> Iterator[BackendSandboxes]:
-    backend = DockerBackend(
-        docker_client,
-        limits=ContainerLimits(memory_mb=512),
-        exec_limits=ExecLimits(kill_grace_s=1, host_grace_s=5),
-    )
-    yield BackendSandboxes(backend, TaskImageResolver(TaskImageConfig(), base_image))
 
 
 def grader(runtime: BackendSandboxes) -> Grader:

@@ -5,7 +5,6 @@ own failure look like infrastructure."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import docker
 import pytest
@@ -14,12 +13,9 @@ from envs.swe.config import GradingConfig
 from envs.swe.grader import AgentPatch, Grader
 from envs.swe.grading import GradableTask
 from envs.swe.grading_log import parse_pytest_log
-from envs.swe.images import TaskImageConfig, TaskImageResolver
 from envs.swe.runtime import BackendSandboxes
 from envs.swe.tasks import load_shipped_tasks
-from harness.backends import DockerBackend
 from harness.clock import LoopClock
-from harness.sandbox import ContainerLimits, ExecLimits
 from harness.sandbox.base import Sandbox
 from tests.conftest import project_containers
 from tests.envs.swe.cheats import CHEATS, cheat_patch
@@ -28,16 +24,6 @@ pytestmark = pytest.mark.docker
 
 TASK = load_shipped_tasks()[0]
 CONFIG = GradingConfig(test_timeout_s=8, kill_grace_s=1, host_margin_s=20)
-
-
-@pytest.fixture(scope="module")
-def runtime(docker_client: docker.DockerClient, base_image: str) -> Iterator[BackendSandboxes]:
-    backend = DockerBackend(
-        docker_client,
-        limits=ContainerLimits(memory_mb=512),
-        exec_limits=ExecLimits(kill_grace_s=1, host_grace_s=5),
-    )
-    yield BackendSandboxes(backend, TaskImageResolver(TaskImageConfig(), base_image))
 
 
 def make_grader(runtime: BackendSandboxes, config: GradingConfig = CONFIG) -> Grader:

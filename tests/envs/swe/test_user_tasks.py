@@ -21,9 +21,7 @@ from envs.swe.images import TaskImageConfig, TaskImageResolver
 from envs.swe.repo_source import checkout_base_commit
 from envs.swe.runtime import BackendSandboxes
 from envs.swe.tasks import SWETask, load_tasks, load_tasks_strict
-from harness.backends import DockerBackend
 from harness.clock import LoopClock
-from harness.sandbox import ContainerLimits, ExecLimits
 from tests.envs.swe.own_repo import BINARY, OwnRepo, make_own_repo
 
 pytestmark = pytest.mark.docker
@@ -38,16 +36,6 @@ PYTEST_SCRIPT = (
 @pytest.fixture(scope="module")
 def own(tmp_path_factory: pytest.TempPathFactory) -> OwnRepo:
     return make_own_repo(tmp_path_factory.mktemp("own"))
-
-
-@pytest.fixture(scope="module")
-def runtime(docker_client: docker.DockerClient, base_image: str) -> Iterator[BackendSandboxes]:
-    backend = DockerBackend(
-        docker_client,
-        limits=ContainerLimits(memory_mb=512),
-        exec_limits=ExecLimits(kill_grace_s=1, host_grace_s=5),
-    )
-    yield BackendSandboxes(backend, TaskImageResolver(TaskImageConfig(), base_image))
 
 
 async def _grade(runtime: BackendSandboxes, task: SWETask, diff: str) -> tuple[float, dict]:

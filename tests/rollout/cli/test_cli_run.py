@@ -14,6 +14,18 @@ from rollout.cli.simulate import simulate
 from rollout.trajectories.writers import read_jsonl_groups
 from tests.paths import CONFIGS
 
+SPANS_TASK = "swe-taskset__spans-remove-drops-right-part"
+TINY_RUN = [
+    "groups_per_step=1",
+    "group_size=4",
+    "async_factor=1",
+    "pool.overrides=[backend=local, warm_per_image=1, max_live=6, act_slots=4]",
+    "model.overrides=[cost.t_weights_s=0.0005]",  # a 10x faster engine keeps these runs short
+    "trainer.train_time_s=0.1",
+    "seed=3",
+]
+"""One group of 4 on the local backend: the settings every `conductor run` test here shares."""
+
 
 def cli(command: Callable[..., None]) -> typer.Typer:
     app = typer.Typer()
@@ -22,18 +34,7 @@ def cli(command: Callable[..., None]) -> typer.Typer:
 
 
 def test_conductor_run_leaves_a_run_directory_with_rewards_of_both_signs(tmp_path: Path) -> None:
-    overrides = [
-        "steps=1",
-        "groups_per_step=1",
-        "group_size=4",
-        "async_factor=1",
-        "task_ids=[swe-taskset__spans-remove-drops-right-part]",
-        "pool.overrides=[backend=local, warm_per_image=1, max_live=6, act_slots=4]",
-        "model.overrides=[cost.t_weights_s=0.0005]",  # a 10x faster engine keeps this short
-        "trainer.train_time_s=0.1",
-        "scripted.fix_probability=0.5",
-        "seed=3",
-    ]
+    overrides = [*TINY_RUN, "steps=1", f"task_ids=[{SPANS_TASK}]", "scripted.fix_probability=0.5"]
     result = CliRunner().invoke(
         cli(run), [str(DEFAULT_RUN_CONFIG), *overrides, "--out", str(tmp_path)]
     )
@@ -69,18 +70,7 @@ def test_conductor_run_on_a_users_own_task_file(tmp_path: Path) -> None:
 
     own = make_own_repo(tmp_path / "own")
     tasks_file = own.write_tasks(tmp_path / "tasks.jsonl", repo_path="own/mylib.bundle")
-    overrides = [
-        f"tasks_file={tasks_file}",
-        "steps=1",
-        "groups_per_step=1",
-        "group_size=4",
-        "async_factor=1",
-        "pool.overrides=[backend=local, warm_per_image=1, max_live=6, act_slots=4]",
-        "model.overrides=[cost.t_weights_s=0.0005]",
-        "trainer.train_time_s=0.1",
-        "scripted.fix_probability=0.5",
-        "seed=3",
-    ]
+    overrides = [*TINY_RUN, f"tasks_file={tasks_file}", "steps=1", "scripted.fix_probability=0.5"]
     out = tmp_path / "runs"
     result = CliRunner().invoke(cli(run), [str(DEFAULT_RUN_CONFIG), *overrides, "--out", str(out)])
     assert result.exit_code == 0, result.output
@@ -105,20 +95,14 @@ def test_a_run_survives_engine_resets_and_hangs_with_every_sample_consumed_once(
 ) -> None:
     """Faults 4 and 5: a leaked ConnectionResetError crashed the run; a hang stalled it."""
     overrides = [
+        *TINY_RUN,
         "steps=2",
-        "groups_per_step=1",
-        "group_size=4",
-        "async_factor=1",
-        "task_ids=[swe-taskset__spans-remove-drops-right-part]",
-        "pool.overrides=[backend=local, warm_per_image=1, max_live=6, act_slots=4]",
-        "model.overrides=[cost.t_weights_s=0.0005]",
-        "trainer.train_time_s=0.1",
+        f"task_ids=[{SPANS_TASK}]",
         "engine_faults.reset_probability=0.05",
         "engine_faults.hang_probability=0.03",
         "engine_faults.seed=7",
         "agent_loop.generate_timeout_s=2",
         "agent_loop.max_attempts=6",
-        "seed=3",
     ]
     result = CliRunner().invoke(
         cli(run), [str(DEFAULT_RUN_CONFIG), *overrides, "--out", str(tmp_path)]
