@@ -13,12 +13,11 @@ from typing import Protocol, runtime_checkable
 
 import docker
 import docker.errors
-import requests
 
 from harness.errors import DockerUnavailableError, ImageNotFoundError
 from harness.reaper import reap_containers
 from harness.sandbox.base import Sandbox
-from harness.sandbox.docker import DockerSandbox, new_container_name
+from harness.sandbox.docker import DockerSandbox, new_container_name, remove_container_named
 from harness.sandbox.limits import ContainerLimits, ExecLimits
 from harness.sandbox.local import LocalSandbox
 
@@ -83,7 +82,7 @@ class DockerBackend:
         removed = 0
         for name in sorted(self._lost):
             try:
-                await asyncio.to_thread(_remove_by_name, self.client, name)
+                await remove_container_named(self.client, name)
             except DockerUnavailableError:
                 continue
             self._lost.discard(name)
@@ -93,17 +92,6 @@ class DockerBackend:
     async def reap(self) -> int:
         report = await asyncio.to_thread(reap_containers, self.client)
         return len(report.removed)
-
-
-def _remove_by_name(client: docker.DockerClient, name: str) -> None:
-    try:
-        client.containers.get(name).remove(force=True)
-    except docker.errors.NotFound:
-        return
-    except docker.errors.DockerException:
-        raise
-    except (requests.exceptions.RequestException, ConnectionError) as exc:
-        raise DockerUnavailableError(str(exc)) from exc
 
 
 class LocalBackend:

@@ -9,6 +9,7 @@ fresh per grading run; a patch written for one run cannot know the next one's.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 __all__ = ["Canary"]
@@ -58,9 +59,9 @@ class Canary:
     def is_canary(self, test_id: str) -> bool:
         return test_id.endswith((f"::{self.pass_name}", f"::{self.fail_name}"))
 
-    def status_of(self, statuses: dict[str, str] | None, name: str) -> str | None:
+    def status_of(self, statuses: Mapping[str, str], name: str) -> str | None:
         """The status `statuses` gives the canary called `name` (ids end in `::name`)."""
-        for test_id, status in (statuses or {}).items():
+        for test_id, status in statuses.items():
             if test_id.endswith(f"::{name}"):
                 return status
         return None

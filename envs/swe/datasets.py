@@ -102,12 +102,13 @@ def dataset_row(row: Mapping[str, Any], config: DatasetConfig) -> dict[str, Any]
     record = converters[config.format](row)
     repo = str(record.get("repo", ""))
     settings = config.repos.get(repo, RepoSettings())
-    record.setdefault("test_cmd", settings.test_cmd or config.test_cmd)
+    # The repository's settings beat the row's, which beat the dataset's defaults.
     if settings.test_cmd is not None:
         record["test_cmd"] = settings.test_cmd
-    record.setdefault("test_env_setup", config.test_env_setup)
+    record.setdefault("test_cmd", config.test_cmd)
     if settings.test_env_setup is not None:
         record["test_env_setup"] = settings.test_env_setup
+    record.setdefault("test_env_setup", config.test_env_setup)
     record.setdefault("test_files", _test_directives(str(record.get("test_patch", ""))))
     if config.use_images:
         template = config.image_template or _IMAGE_TEMPLATES.get(config.format)

@@ -291,11 +291,12 @@ class Grader:
         run_dir = f"{config.scratch_dir}/{self._nonce()}"
         log_path = f"{run_dir}/test.log"
         pytest_command = parse_pytest_command(task.test_command) if config.harden_pytest else None
-        canary = Canary(self._nonce()) if pytest_command is not None else None
-        launch = None
-        if pytest_command is None:  # the log's directory; write_file makes its own
+        canary: Canary | None = None
+        launch: LaunchPaths | None = None
+        if pytest_command is None:  # the log's directory (write_file makes its own)
             await sandbox.exec(f"mkdir -p {run_dir}", timeout_s=config.git_timeout_s)
-        if pytest_command is not None and canary is not None:
+        else:
+            canary = Canary(self._nonce())
             launch = LaunchPaths(
                 launcher=f"{run_dir}/launch_pytest.py",
                 canary=f"{run_dir}/{canary.module_name}",

@@ -305,17 +305,13 @@ def _tamper_reason(
     canary = inputs.canary
     if canary is None:
         return None
-    passed = canary.status_of(dict(report.tests), canary.pass_name)
-    failed = canary.status_of(dict(report.tests), canary.fail_name)
+    passed = canary.status_of(report.tests, canary.pass_name)
+    failed = canary.status_of(report.tests, canary.fail_name)
     if passed is None and failed is None and real_failure:
         return None  # the run stopped early (`-x`, `--maxfail`) on a real failure
-    if failed not in _FAILING or canary.status_of(dict(log_statuses), canary.fail_name) not in (
-        _FAILING
-    ):
+    if failed not in _FAILING or canary.status_of(log_statuses, canary.fail_name) not in _FAILING:
         return "tampered: the canary test that must fail did not fail"
-    if passed not in _PASSING or canary.status_of(dict(log_statuses), canary.pass_name) not in (
-        _PASSING
-    ):
+    if passed not in _PASSING or canary.status_of(log_statuses, canary.pass_name) not in _PASSING:
         return "tampered: the canary test that must pass did not pass"
     if inputs.canary_output != canary.expected_output:
         return "tampered: the passing canary test did not run its body"

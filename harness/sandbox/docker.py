@@ -52,7 +52,7 @@ from harness.sandbox.limits import ContainerLimits, ExecLimits
 
 T = TypeVar("T")
 
-__all__ = ["DockerSandbox", "docker_client", "new_container_name"]
+__all__ = ["DockerSandbox", "docker_client", "new_container_name", "remove_container_named"]
 
 # Environment every command sees: no pagers or colour codes in observations.
 _COMMAND_ENV = {"PAGER": "cat", "GIT_PAGER": "cat", "TERM": "dumb", "TQDM_DISABLE": "1"}
@@ -211,7 +211,10 @@ class DockerSandbox:
             raise self._died(exc) from exc
         finally:
             if source != target:
-                await self.exec(f"rm -f {shlex.quote(str(source))}", timeout_s=30)
+                await self.exec(
+                    f"rm -f {shlex.quote(str(source))}",
+                    timeout_s=self._exec_limits.file_op_timeout_s,
+                )
 
     async def is_alive(self) -> bool:
         if self._closed or self._dead_reason is not None:
@@ -354,11 +357,12 @@ _TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
-async def _docker_call(blocking: Callable[..., T], *args: Any) -> T:
-    """`blocking(*args)` in a worker thread; transport failures become `DockerUnavailableError`
-    (docker-py raises `requests` / `urllib3` errors for them, which nothing else expects)."""
+async def _docker_call(blocking: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """`blocking(*args, **kwargs)` in a worker thread; transport failures become
+    `DockerUnavailableError` (docker-py raises `requests` / `urllib3` errors for them, which
+    nothing else expects)."""
     try:
-        return await asyncio.to_thread(blocking, *args)
+        return await asyncio.to_thread(blocking, *args, **kwargs)
     except docker.errors.DockerException:
         raise
     except _TRANSPORT_ERRORS as exc:
@@ -378,6 +382,19 @@ def _keepalive_command(ttl_s: float) -> list[str]:
 def new_container_name() -> str:
     """A unique container name of this project."""
     return f"aio-conductor-{secrets.token_hex(8)}"
+
+
+async def remove_container_named(client: docker.DockerClient, name: str) -> None:
+    """Remove the container called `name` if it exists.
+
+    Raises:
+        DockerUnavailableError: the daemon did not answer.
+    """
+    try:
+        container = await _docker_call(client.containers.get, name)
+        await _docker_call(container.remove, force=True)
+    except docker.errors.NotFound:
+        return
 
 
 def _fsize_blocks(limits: ContainerLimits) -> int:
