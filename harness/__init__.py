@@ -16,6 +16,8 @@ from harness.clock import Clock, LoopClock, ManualClock, MonotonicClock
 from harness.env import AgentEnv
 from harness.errors import (
     ConfigError,
+    DockerGoneError,
+    DockerUnavailableError,
     EnvNotFoundError,
     HarnessError,
     ImageNotFoundError,
@@ -37,6 +39,8 @@ __all__ = [
     "Clock",
     "ConfigError",
     "DockerBackend",
+    "DockerGoneError",
+    "DockerUnavailableError",
     "EnvFactory",
     "EnvLease",
     "EnvNotFoundError",

@@ -6,6 +6,7 @@ The pool speaks only `SandboxBackend`; which one runs is configuration (`pool.ba
 from __future__ import annotations
 
 import asyncio
+import logging
 import shutil
 import tempfile
 from pathlib import Path
@@ -14,12 +15,14 @@ from typing import Protocol, runtime_checkable
 import docker
 import docker.errors
 
-from harness.errors import DockerUnavailableError, ImageNotFoundError
+from harness.errors import DockerUnavailableError, ImageNotFoundError, SandboxError
 from harness.reaper import reap_containers
 from harness.sandbox.base import Sandbox
 from harness.sandbox.docker import DockerSandbox, new_container_name, remove_container_named
 from harness.sandbox.limits import ContainerLimits, ExecLimits
 from harness.sandbox.local import LocalSandbox
+
+log = logging.getLogger(__name__)
 
 __all__ = ["DockerBackend", "LocalBackend", "SandboxBackend"]
 
@@ -82,8 +85,12 @@ class DockerBackend:
         removed = 0
         for name in sorted(self._lost):
             try:
-                await remove_container_named(self.client, name)
+                if not await remove_container_named(self.client, name):
+                    continue  # the daemon is still busy with it
             except DockerUnavailableError:
+                continue
+            except SandboxError as exc:
+                log.warning("keeping %s for a later removal: %s", name, exc)
                 continue
             self._lost.discard(name)
             removed += 1

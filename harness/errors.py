@@ -5,6 +5,8 @@
     ├── EnvNotFoundError       an env id is not registered (the message suggests the closest id)
     ├── SandboxError           a sandbox could not be created or used
     │   ├── SandboxDeadError   the container or process group is gone; the episode must end
+    │   ├── DockerUnavailableError  the daemon did not answer (restarting, down)
+    │   │   └── DockerGoneError     it stayed away past `pool.daemon_outage_s`: the run ends
     │   └── ImageNotFoundError the image is missing; build it with `conductor images build`
     └── PoolClosedError        the env pool was used after `aclose()`
 
@@ -16,6 +18,8 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigError",
+    "DockerGoneError",
+    "DockerUnavailableError",
     "EnvNotFoundError",
     "HarnessError",
     "ImageNotFoundError",
@@ -47,6 +51,14 @@ class SandboxDeadError(SandboxError):
 
 class DockerUnavailableError(SandboxError):
     """The Docker daemon did not answer (connection refused or reset, restarting, timed out)."""
+
+
+class DockerGoneError(DockerUnavailableError):
+    """The Docker daemon stayed away longer than the pool waits (`pool.daemon_outage_s`).
+
+    Unlike its parent this is not one episode's bad luck: no episode can run, so a rollout ends
+    the run with it instead of retrying samples that cannot start.
+    """
 
 
 class ImageNotFoundError(SandboxError):

@@ -30,7 +30,13 @@ from harness.backends import SandboxBackend
 from harness.clock import Clock, LoopClock
 from harness.config import FrozenConfig
 from harness.env import AgentEnv, ResetReturn, StepReturn
-from harness.errors import DockerUnavailableError, PoolClosedError, SandboxDeadError, SandboxError
+from harness.errors import (
+    DockerGoneError,
+    DockerUnavailableError,
+    PoolClosedError,
+    SandboxDeadError,
+    SandboxError,
+)
 from harness.events import EventBus, Phase, StepEvent
 from harness.handle import PooledSandboxHandle, SandboxHandle
 from harness.sandbox.base import Sandbox
@@ -64,7 +70,8 @@ class PoolConfig(FrozenConfig):
         120.0,
         ge=0,
         description="how long a sandbox start waits for a Docker daemon that stopped answering "
-        "(a restart), retrying with backoff, before it fails (s)",
+        "(a restart), retrying with backoff, before it gives up; the pool then refuses new "
+        "leases (`DockerGoneError`) and a rollout run ends with that message (s)",
     )
     daemon_retry_max_s: float = Field(
         8.0, gt=0, description="longest wait between two such retries (doubling from 0.25 s) (s)"
@@ -152,6 +159,7 @@ class EnvPool:
         self._cold_starts = 0
         self._warm_hits = 0
         self._replaced_dead = 0
+        self._gone: DockerGoneError | None = None  # the daemon stayed away: no lease can start
         self._all: set[Sandbox] = set()
         self._act_slots = PrioritySlots(self.config.act_slots)
         self._start_gate = asyncio.Semaphore(self.config.start_concurrency)
@@ -221,8 +229,14 @@ class EnvPool:
         group_id: str = "",
         priority: int = 0,
     ) -> EnvLease:
-        """A lease on a new env for `image`; returns at once (the sandbox may still start)."""
+        """A lease on a new env for `image`; returns at once (the sandbox may still start).
+
+        Raises:
+            DockerGoneError: a start already gave up on the daemon (`daemon_outage_s`).
+        """
         self._check_open()
+        if self._gone is not None:
+            raise self._gone
         assert self._tasks is not None, "use `async with EnvPool(...)`"
         self._demand.add(image)
         requested_s = self.clock.now()
@@ -371,9 +385,13 @@ class EnvPool:
             try:
                 return await self.backend.create(image)
             except DockerUnavailableError as exc:
+                self._drop_warm()  # a restarted daemon has stopped them
                 if self.clock.now() + delay > deadline:
                     limit = f"{self.config.daemon_outage_s:g} s"
-                    raise DockerUnavailableError(f"{exc} (waited {limit})") from exc
+                    self._gone = DockerGoneError(
+                        f"{exc}; gave up after waiting {limit} (pool.daemon_outage_s)"
+                    )
+                    raise self._gone from exc
                 log.warning("Docker daemon not answering; retrying in %.2g s: %s", delay, exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self.config.daemon_retry_max_s)
@@ -391,8 +409,20 @@ class EnvPool:
 
     def _discard_dead(self, sandbox: Sandbox) -> None:
         self._replaced_dead += 1
+        if getattr(sandbox, "daemon_lost", False):
+            self._drop_warm()  # the daemon went away: the warm ones are dead too
         if self._tasks is not None:
             self._tasks.create_task(self._destroy(sandbox))
+
+    def _drop_warm(self) -> None:
+        """Destroy every warm sandbox (after a daemon outage none can be trusted), so that
+        leases start fresh ones instead of failing on dead ones; the refill re-creates them."""
+        dropped = [sandbox for queue in self._warm.values() for sandbox in queue]
+        self._warm.clear()
+        for sandbox in dropped:
+            self._replaced_dead += 1
+            if self._tasks is not None:
+                self._tasks.create_task(self._destroy(sandbox))
 
     async def _destroy(self, sandbox: Sandbox) -> None:
         if sandbox not in self._all:

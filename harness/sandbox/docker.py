@@ -87,6 +87,7 @@ class DockerSandbox:
         self._exec_limits = exec_limits
         self._closed = False
         self._removal_pending = False
+        self._daemon_lost = False
         self._dead_reason: str | None = None
 
     @classmethod
@@ -228,6 +229,11 @@ class DockerSandbox:
         return self._container.status == "running"
 
     @property
+    def daemon_lost(self) -> bool:
+        """The sandbox died because the daemon stopped answering (its siblings are dead too)."""
+        return self._daemon_lost
+
+    @property
     def removal_pending(self) -> bool:
         """The container was closed while the daemon was away and still exists."""
         return self._removal_pending
@@ -313,6 +319,7 @@ class DockerSandbox:
         try:
             return await _docker_call(blocking, *args)
         except DockerUnavailableError as exc:
+            self._daemon_lost = True
             raise self._died(exc) from exc
 
     def _check_usable(self) -> None:
@@ -384,17 +391,28 @@ def new_container_name() -> str:
     return f"aio-conductor-{secrets.token_hex(8)}"
 
 
-async def remove_container_named(client: docker.DockerClient, name: str) -> None:
+async def remove_container_named(client: docker.DockerClient, name: str) -> bool:
     """Remove the container called `name` if it exists.
+
+    Returns:
+        True when it is gone; False when the daemon cannot remove it yet (409 Conflict: right
+        after a restart a container can still be in creation, removal or restart), so the
+        caller should try again later.
 
     Raises:
         DockerUnavailableError: the daemon did not answer.
+        SandboxError: the daemon refused for another reason.
     """
     try:
         container = await _docker_call(client.containers.get, name)
         await _docker_call(container.remove, force=True)
     except docker.errors.NotFound:
-        return
+        return True
+    except docker.errors.APIError as exc:
+        if exc.status_code == 409:
+            return False
+        raise SandboxError(f"could not remove container {name}: {exc.explanation}") from exc
+    return True
 
 
 def _fsize_blocks(limits: ContainerLimits) -> int:

@@ -30,6 +30,7 @@ from types import TracebackType
 from typing import Any
 
 from harness.clock import Clock, LoopClock
+from harness.errors import HarnessError
 from harness.events import EventBus
 from rollout.core.admission import AdmissionController
 from rollout.core.config import RolloutConfig
@@ -204,16 +205,25 @@ class Conductor:
         """Cancel every sample and background task, wait for them, close the sink.
 
         The arguments are the exception leaving the `async with` block, if any; a task that
-        failed is re-raised here (in an exception group), never lost.
+        failed is re-raised here (in an exception group), never lost. When every failure is
+        the harness's (`HarnessError`: the Docker daemon is gone), the first is raised as
+        itself, so the CLI can print its message instead of a group traceback.
         """
         tasks, self._tasks = self._tasks, None
         if tasks is None:
             return
         for task in sorted(self._children, key=lambda task: task.get_name()):
             task.cancel()
-        await tasks.__aexit__(exc_type, exc, tb)
-        self._record_timeseries()
-        self._sink.close()
+        try:
+            await tasks.__aexit__(exc_type, exc, tb)
+        except BaseExceptionGroup as group:
+            infra, rest = group.split(HarnessError)
+            if infra is None or rest is not None:
+                raise
+            raise _first_leaf(infra) from group
+        finally:
+            self._record_timeseries()
+            self._sink.close()
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         assert self._tasks is not None, "start() the conductor first"
@@ -449,3 +459,8 @@ class Conductor:
             return
         for record in self._timeseries.sample(self._clock.now()):
             self._on_timeseries(record)
+
+
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from harness.errors import SandboxError
+from harness.errors import DockerGoneError, SandboxError
 from harness.pool import EnvFactory, EnvPool
 from rollout.runtime.env_session import EnvSessionError, SampleRef, TextEnvSession
 from rollout.trajectories.chat_format import ChatFormat
@@ -82,6 +82,8 @@ class PoolSessions:
                 group_id=sample.group.group_id,
                 priority=self._priorities[1],
             )
+        except DockerGoneError:
+            raise  # no sample can start: the run ends, it does not retry them one by one
         except SandboxError as exc:
             raise EnvSessionError(f"no env for {sample.sample_id}: {exc}") from exc
         if self._on_open is not None:

@@ -14,6 +14,7 @@ from pathlib import Path
 import docker
 import pytest
 
+from harness.reaper import reap_containers
 from harness.sandbox.labels import MANAGED_LABEL
 from rollout.cli.run import DEFAULT_RUN_CONFIG
 from tests.harness.private_dockerd import PrivateDockerd
@@ -42,25 +43,32 @@ def _ours(client: docker.DockerClient) -> list[str]:
     return [c.id for c in client.containers.list(all=True, filters={"label": f"{MANAGED_LABEL}=1"})]
 
 
-def test_a_daemon_restart_mid_run_costs_retries_not_the_run(
-    private: PrivateDockerd, tmp_path: Path
-) -> None:
+def _start_run(private: PrivateDockerd, out: Path, pool: str = "") -> subprocess.Popen[str]:
+    """`conductor run` against the private daemon, returned once two of its containers run."""
     command = [
         sys.executable, "-m", "rollout.cli", "run", str(DEFAULT_RUN_CONFIG),
         "steps=3", "groups_per_step=1", "group_size=2", "trainer.train_time_s=0.1",
-        "pool.overrides=[backend=docker, warm_per_image=1, max_live=6, act_slots=2]",
-        "model.overrides=[cost.t_weights_s=0.0005]", "--out", str(tmp_path), "--no-report",
+        f"pool.overrides=[backend=docker, warm_per_image=1, max_live=6, act_slots=2{pool}]",
+        "model.overrides=[cost.t_weights_s=0.0005]", "--out", str(out), "--no-report",
     ]  # fmt: skip
     env = {**os.environ, "DOCKER_HOST": private.url, "COLUMNS": "160"}
     run = subprocess.Popen(
         command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
+    deadline = time.monotonic() + 120
+    while len(_ours(private.client())) < 2:
+        if run.poll() is not None or time.monotonic() > deadline:
+            run.kill()
+            pytest.fail(f"the run never started two containers:\n{run.communicate()[0]}")
+        time.sleep(0.5)
+    return run
+
+
+def test_a_daemon_restart_mid_run_costs_retries_not_the_run(
+    private: PrivateDockerd, tmp_path: Path
+) -> None:
+    run = _start_run(private, tmp_path)
     try:
-        deadline = time.monotonic() + 120
-        while len(_ours(private.client())) < 2:
-            assert run.poll() is None, run.communicate()[0]
-            assert time.monotonic() < deadline
-            time.sleep(0.5)
         time.sleep(2)
         private.restart()
         output, _ = run.communicate(timeout=300)
@@ -76,4 +84,27 @@ def test_a_daemon_restart_mid_run_costs_retries_not_the_run(
     ]
     samples = [t["sample_id"] for g in groups for t in g["trajectories"]]
     assert len(steps) == 3 and len(samples) == len(set(samples)) == 6
+    assert _ours(private.client()) == []
+
+
+def test_a_daemon_that_never_returns_ends_the_run_with_one_clear_line(
+    private: PrivateDockerd, tmp_path: Path
+) -> None:
+    outage_s = 4
+    run = _start_run(private, tmp_path, pool=f", daemon_outage_s={outage_s}")
+    try:
+        time.sleep(1)
+        private.stop()
+        started = time.monotonic()
+        output, _ = run.communicate(timeout=120)
+        ended_after_s = time.monotonic() - started
+    finally:
+        if run.poll() is None:
+            run.kill()
+        private.start()
+    assert run.returncode == 1, output
+    assert "Traceback" not in output, output[-4000:]
+    assert "pool.daemon_outage_s" in output and "--resume" in output
+    assert ended_after_s < outage_s + 60  # it gave up; it did not retry samples for ever
+    reap_containers(private.client())  # what the next run's start does with the stopped ones
     assert _ours(private.client()) == []

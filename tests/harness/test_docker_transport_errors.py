@@ -4,8 +4,11 @@ crashes the run (fault 1 of the reliability issue)."""
 from __future__ import annotations
 
 import docker
+import docker.models.containers
 import pytest
+import requests
 
+from harness.backends import DockerBackend
 from harness.errors import DockerUnavailableError, SandboxDeadError, SandboxError
 from harness.sandbox.docker import DockerSandbox
 from harness.sandbox.limits import ExecLimits
@@ -40,3 +43,33 @@ async def test_a_sandbox_whose_daemon_goes_away_dies_cleanly(
         await orphan.aclose()  # no exception although the daemon cannot be reached
     finally:
         await live.aclose()
+
+
+async def test_a_lost_container_the_daemon_cannot_remove_yet_is_kept_for_later(
+    docker_client: docker.DockerClient, base_image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Right after a daemon restart, removing a container can answer 409 Conflict; that must
+    keep the name for the next try, not escape from `create` and crash the pool."""
+    backend = DockerBackend(docker_client)
+    lost = await backend.create(base_image)
+    name = docker_client.containers.get(lost.container_id).name
+    backend._lost.add(name)
+    real_remove = docker.models.containers.Container.remove
+
+    def conflicted(self: docker.models.containers.Container, **kwargs: object) -> None:
+        raise docker.errors.APIError("409 Conflict", response=_status(409))
+
+    monkeypatch.setattr(docker.models.containers.Container, "remove", conflicted)
+    another = await backend.create(base_image)  # tries the lost one on the way: no exception
+    assert name in backend._lost
+    monkeypatch.setattr(docker.models.containers.Container, "remove", real_remove)
+    assert await backend.remove_lost() == 1
+    assert not backend._lost
+    await another.aclose()
+    await lost.aclose()
+
+
+def _status(code: int) -> requests.Response:
+    response = requests.Response()
+    response.status_code = code
+    return response

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import docker
 import pytest
 
 from envs.example.env import FileCheckEnv
 from harness.backends import DockerBackend, LocalBackend
+from harness.errors import DockerGoneError, DockerUnavailableError
 from harness.events import EventBus, EventRecorder, Phase
 from harness.handle import SandboxHandle
 from harness.pool import EnvPool, PoolConfig
-from harness.sandbox import ContainerLimits, ExecLimits
+from harness.sandbox import ContainerLimits, ExecLimits, Sandbox
 from tests.conftest import project_containers
 
 EXEC = ExecLimits(kill_grace_s=1, host_grace_s=3)
@@ -157,3 +159,37 @@ async def test_dead_container_gives_infra_error_and_is_replaced(
         await pool.wait_warm(base_image)
         assert pool.stats().replaced_dead == 1
     assert project_containers(docker_client) == []
+
+
+class _DaemonAwayBackend(LocalBackend):
+    """A local backend whose starts fail as a Docker daemon's do while it is away."""
+
+    daemon_up = True
+
+    async def create(self, image: str) -> Sandbox:
+        if not self.daemon_up:
+            raise DockerUnavailableError("the Docker daemon did not answer (test)")
+        return await super().create(image)
+
+
+async def test_a_daemon_outage_drops_the_warm_set_and_past_its_bound_refuses_leases(
+    tmp_path: Path,
+) -> None:
+    backend = _DaemonAwayBackend(exec_limits=EXEC)
+    image = "tpl"
+    backend.add_image(image, tmp_path)
+    config = PoolConfig(backend="local", warm_per_image=2, max_live=4, daemon_outage_s=0.5)
+    async with EnvPool(backend, config) as pool:
+        await pool.wait_warm(image)
+        backend.daemon_up = False
+        first = await pool.acquire(example_env, image)  # a warm one; the refill meets the outage
+        async with asyncio.timeout(5):
+            while pool.warm_count(image):
+                await asyncio.sleep(0.05)  # the other warm one is dropped: it cannot be trusted
+        second = await pool.acquire(example_env, image)  # cold: waits out the outage, gives up
+        with pytest.raises(DockerGoneError, match="pool.daemon_outage_s"):
+            await second.handle.get()
+        with pytest.raises(DockerGoneError):
+            await pool.acquire(example_env, image)
+        await first.release()
+        await second.release()
