@@ -20,6 +20,8 @@ __all__ = [
     "cap_output",
     "command_argv",
     "is_timeout_exit",
+    "kill_tagged_argv",
+    "new_exec_tag",
 ]
 
 
@@ -30,7 +32,8 @@ class ExecResult:
     `exit_code` is the command's status (124/137 after a timeout kill, as coreutils `timeout`
     reports). `output` is stdout and stderr interleaved, decoded with replacement characters and
     capped head+tail (`truncated` says whether bytes were elided; `output_bytes` is the size
-    before capping).
+    before capping). `output_limited`: the command printed more than the output limit and was
+    killed there (`ExecLimits.max_output_mb`), at the source rather than read to its end.
     """
 
     exit_code: int
@@ -39,6 +42,7 @@ class ExecResult:
     duration_s: float
     truncated: bool = False
     output_bytes: int = 0
+    output_limited: bool = False
 
     @property
     def ok(self) -> bool:
@@ -111,13 +115,20 @@ class OutputWindow:
     """Collects a stream's bytes keeping only the first `head_bytes` and the last `tail_bytes`.
 
     Memory stays bounded however much a command prints (a 50 MB print costs 32 KiB here).
+    `full` turns true once more than `stop_after_bytes` arrived (0: never): the reader then
+    stops the command instead of reading on (`ExecLimits.max_output_mb`).
     """
 
-    def __init__(self, cap: OutputCap) -> None:
+    def __init__(self, cap: OutputCap, stop_after_bytes: int = 0) -> None:
         self._cap = cap
+        self._stop_after_bytes = stop_after_bytes
         self._head = bytearray()
         self._tail = bytearray()
         self.total_bytes = 0
+
+    @property
+    def full(self) -> bool:
+        return 0 < self._stop_after_bytes < self.total_bytes
 
     def feed(self, chunk: bytes) -> None:
         self.total_bytes += len(chunk)
@@ -132,7 +143,13 @@ class OutputWindow:
 
     def render(self) -> tuple[str, bool]:
         """The captured text with an elision note if bytes were dropped; (text, truncated)."""
-        return cap_output(bytes(self._head + self._tail), self._cap, total_bytes=self.total_bytes)
+        text, truncated = cap_output(
+            bytes(self._head + self._tail), self._cap, total_bytes=self.total_bytes
+        )
+        if self.full:
+            limit_mib = self._stop_after_bytes / 2**20
+            text += f"\n[the command was stopped: it printed more than {limit_mib:g} MiB]\n"
+        return text, truncated
 
 
 # `timeout` makes itself a process-group leader; when it returns, everything the command left in
@@ -142,17 +159,26 @@ class OutputWindow:
 # new session) still carries the command's tag in its environment: one `grep` over
 # /proc/*/environ finds it and it is killed too. (Only the command's processes carry the tag; a
 # process that clears its own environment on purpose is not found.)
-_REAP_GROUP_SCRIPT = (
-    'CONDUCTOR_EXEC_TAG="$4" timeout -k "$1" "$2" bash -c "$3" & pid=$!; wait "$pid"; rc=$?; '
-    'kill -9 -- "-$pid" 2>/dev/null; kill -9 -- "-$pid" 2>/dev/null; '
-    r'for f in $(grep -lsz "^CONDUCTOR_EXEC_TAG=$4\$" /proc/[0-9]*/environ 2>/dev/null); do '
-    'p=${f#/proc/}; kill -9 "${p%/environ}" 2>/dev/null; done; exit "$rc"'
+_KILL_TAGGED_LOOP = (
+    r'for f in $(grep -lsz "^CONDUCTOR_EXEC_TAG=$tag\$" /proc/[0-9]*/environ 2>/dev/null); do '
+    'p=${f#/proc/}; kill -9 "${p%/environ}" 2>/dev/null; done'
 )
+_REAP_GROUP_SCRIPT = (
+    'tag="$4"; CONDUCTOR_EXEC_TAG="$tag" timeout -k "$1" "$2" bash -c "$3" & pid=$!; '
+    'wait "$pid"; rc=$?; kill -9 -- "-$pid" 2>/dev/null; kill -9 -- "-$pid" 2>/dev/null; '
+    f'{_KILL_TAGGED_LOOP}; exit "$rc"'
+)
+_KILL_TAGGED_SCRIPT = f'tag="$1"; {_KILL_TAGGED_LOOP}'
 
 
-def command_argv(cmd: str, *, timeout_s: float, kill_grace_s: float) -> list[str]:
+def new_exec_tag() -> str:
+    """A fresh tag for one command's processes (see `command_argv`)."""
+    return secrets.token_hex(8)
+
+
+def command_argv(cmd: str, *, timeout_s: float, kill_grace_s: float, tag: str) -> list[str]:
     """The argv both backends run: `cmd` under `timeout -k`; its processes reaped after, the
-    ones that left its process group included (found by a per-command tag)."""
+    ones that left its process group included (found by `tag`, from `new_exec_tag`)."""
     return [
         "bash",
         "-c",
@@ -161,8 +187,14 @@ def command_argv(cmd: str, *, timeout_s: float, kill_grace_s: float) -> list[str
         f"{kill_grace_s:g}",
         f"{timeout_s:g}",
         cmd,
-        secrets.token_hex(8),
+        tag,
     ]
+
+
+def kill_tagged_argv(tag: str) -> list[str]:
+    """The argv that SIGKILLs every process of the command tagged `tag` (run beside it, when
+    the command must stop before its timeout: it printed more than the output limit)."""
+    return ["bash", "-c", _KILL_TAGGED_SCRIPT, "conductor-kill", tag]
 
 
 # coreutils `timeout` exits 124 after SIGTERM worked and 137 (128+KILL) after `-k` had to kill.

@@ -46,6 +46,8 @@ from harness.sandbox.base import (
     OutputWindow,
     command_argv,
     is_timeout_exit,
+    kill_tagged_argv,
+    new_exec_tag,
 )
 from harness.sandbox.labels import owner_labels
 from harness.sandbox.limits import ContainerLimits, ExecLimits
@@ -138,8 +140,12 @@ class DockerSandbox:
     ) -> ExecResult:
         self._check_usable()
         limits = self._exec_limits
-        argv = command_argv(cmd, timeout_s=timeout_s, kill_grace_s=limits.kill_grace_s)
-        window = OutputWindow(OutputCap(limits.output_head_bytes, limits.output_tail_bytes))
+        tag = new_exec_tag()
+        argv = command_argv(cmd, timeout_s=timeout_s, kill_grace_s=limits.kill_grace_s, tag=tag)
+        window = OutputWindow(
+            OutputCap(limits.output_head_bytes, limits.output_tail_bytes),
+            stop_after_bytes=limits.max_output_bytes,
+        )
         started = time.monotonic()
         host_deadline_s = timeout_s + limits.kill_grace_s + limits.host_grace_s
         try:
@@ -150,6 +156,7 @@ class DockerSandbox:
                     workdir or self._workdir,
                     {**_COMMAND_ENV, **(env or {})},
                     window,
+                    tag,
                 )
         except TimeoutError:
             # The in-container timeout did not end it: the container is no longer trustworthy.
@@ -165,6 +172,7 @@ class DockerSandbox:
             duration_s=duration_s,
             truncated=truncated,
             output_bytes=window.total_bytes,
+            output_limited=window.full,
         )
 
     async def write_file(self, path: str, content: bytes) -> None:
@@ -271,7 +279,7 @@ class DockerSandbox:
     # -- blocking helpers (worker threads) ----------------------------------------------------
 
     def _exec_blocking(
-        self, argv: list[str], workdir: str, env: dict[str, str], window: OutputWindow
+        self, argv: list[str], workdir: str, env: dict[str, str], window: OutputWindow, tag: str
     ) -> int:
         api = self._client.api
         try:
@@ -284,8 +292,13 @@ class DockerSandbox:
                 workdir=workdir,
                 environment=env,
             )["Id"]
+            stopped = False
             for chunk in api.exec_start(exec_id, stream=True, demux=False):
                 window.feed(chunk)
+                if window.full and not stopped:  # kill it at the source; drain what is in flight
+                    stopped = True
+                    kill_id = api.exec_create(self._container.id, kill_tagged_argv(tag))["Id"]
+                    api.exec_start(kill_id)
             exit_code = api.exec_inspect(exec_id)["ExitCode"]
         except docker.errors.NotFound as exc:
             raise self._died(exc) from exc

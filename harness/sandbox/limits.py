@@ -30,6 +30,17 @@ class ExecLimits(FrozenConfig):
     )
     output_head_bytes: int = Field(16_384, ge=0, description="bytes kept from the start of output")
     output_tail_bytes: int = Field(16_384, ge=0, description="bytes kept from the end of output")
+    max_output_mb: float = Field(
+        64.0,
+        ge=0,
+        description="a command that prints more than this is killed there (its output so far "
+        "is kept head+tail, with a note): the host stops reading at the source instead of "
+        "draining gigabytes until the timeout. 0: never (MiB)",
+    )
+
+    @property
+    def max_output_bytes(self) -> int:
+        return int(self.max_output_mb * 2**20)
 
 
 class ContainerLimits(FrozenConfig):

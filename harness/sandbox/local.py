@@ -26,6 +26,8 @@ from harness.sandbox.base import (
     OutputWindow,
     command_argv,
     is_timeout_exit,
+    kill_tagged_argv,
+    new_exec_tag,
 )
 from harness.sandbox.limits import ExecLimits
 
@@ -90,7 +92,10 @@ class LocalSandbox:
         self._check_open()
         cwd = self.host_path(workdir or self._workdir)
         full_env = {**os.environ, **self._base_env, **(env or {})}
-        argv = command_argv(cmd, timeout_s=timeout_s, kill_grace_s=self._limits.kill_grace_s)
+        tag = new_exec_tag()
+        argv = command_argv(
+            cmd, timeout_s=timeout_s, kill_grace_s=self._limits.kill_grace_s, tag=tag
+        )
         started = time.monotonic()
         process = await asyncio.create_subprocess_exec(
             *argv,
@@ -102,15 +107,20 @@ class LocalSandbox:
             start_new_session=True,
         )
         window = OutputWindow(
-            OutputCap(self._limits.output_head_bytes, self._limits.output_tail_bytes)
+            OutputCap(self._limits.output_head_bytes, self._limits.output_tail_bytes),
+            stop_after_bytes=self._limits.max_output_bytes,
         )
         host_deadline_s = timeout_s + self._limits.kill_grace_s + self._limits.host_grace_s
         host_killed = False
         try:
             async with asyncio.timeout(host_deadline_s):
                 assert process.stdout is not None
+                stopped = False
                 while chunk := await process.stdout.read(_READ_CHUNK_BYTES):
                     window.feed(chunk)
+                    if window.full and not stopped:  # kill it at the source; drain the rest
+                        stopped = True
+                        await _kill_tagged(tag)
                 await process.wait()
         except TimeoutError:
             host_killed = True
@@ -129,6 +139,7 @@ class LocalSandbox:
             duration_s=duration_s,
             truncated=truncated,
             output_bytes=window.total_bytes,
+            output_limited=window.full,
         )
 
     async def write_file(self, path: str, content: bytes) -> None:
@@ -162,3 +173,11 @@ class LocalSandbox:
 def _kill_group(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGKILL)
+
+
+async def _kill_tagged(tag: str) -> None:
+    """SIGKILL the processes of the command tagged `tag` (its wrapper then exits)."""
+    killer = await asyncio.create_subprocess_exec(
+        *kill_tagged_argv(tag), stdin=asyncio.subprocess.DEVNULL
+    )
+    await killer.wait()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import docker
 import pytest
@@ -17,15 +17,27 @@ FAST_LIMITS = ExecLimits(
 )
 
 
+SandboxMaker = Callable[[ExecLimits], Awaitable[Sandbox]]
+
+
 @pytest.fixture(params=["local", pytest.param("docker", marks=pytest.mark.docker)])
-async def sandbox(request: pytest.FixtureRequest) -> AsyncIterator[Sandbox]:
-    if request.param == "local":
-        box: Sandbox = LocalSandbox(limits=FAST_LIMITS)
-    else:
+def make_sandbox(request: pytest.FixtureRequest) -> SandboxMaker:
+    """Makes sandboxes of the backend the test is parametrized with."""
+
+    async def make(exec_limits: ExecLimits) -> Sandbox:
+        if request.param == "local":
+            return LocalSandbox(limits=exec_limits)
         client: docker.DockerClient = request.getfixturevalue("docker_client")
         image: str = request.getfixturevalue("base_image")
         limits = ContainerLimits(memory_mb=256, pids=64, cpus=1.0)
-        box = await DockerSandbox.create(client, image, limits=limits, exec_limits=FAST_LIMITS)
+        return await DockerSandbox.create(client, image, limits=limits, exec_limits=exec_limits)
+
+    return make
+
+
+@pytest.fixture
+async def sandbox(make_sandbox: SandboxMaker) -> AsyncIterator[Sandbox]:
+    box = await make_sandbox(FAST_LIMITS)
     yield box
     await box.aclose()
 
@@ -85,6 +97,27 @@ async def test_huge_output_is_capped_head_and_tail_with_a_note(sandbox: Sandbox)
     assert result.truncated and result.output_bytes > 50_000_000
     assert result.output.startswith("FIRST") and result.output.rstrip().endswith("LAST")
     assert "bytes elided" in result.output and len(result.output) < 3000
+
+
+async def test_a_command_printing_past_the_output_limit_is_stopped_at_the_source(
+    make_sandbox: SandboxMaker,
+) -> None:
+    """Fault 11's other half: `yes` would be read until its timeout (gigabytes); it is killed
+    once it passes `max_output_mb`, and nothing of it survives."""
+    limits = FAST_LIMITS.model_copy(update={"max_output_mb": 1})
+    box = await make_sandbox(limits)
+    try:
+        result = await box.exec("echo FIRST; yes conductor-flood", timeout_s=120)
+        assert result.output_limited and result.truncated and not result.timed_out
+        assert result.duration_s < 60 and result.output_bytes < 64 * 2**20
+        assert result.output.startswith("FIRST") and "printed more than 1 MiB" in result.output
+        after = await box.exec(
+            "grep -ls '[c]onductor-flood' /proc/[0-9]*/cmdline | wc -l", timeout_s=10
+        )
+        assert after.output.strip() == "0"
+        assert not (await box.exec("echo quiet", timeout_s=10)).output_limited
+    finally:
+        await box.aclose()
 
 
 async def test_invalid_utf8_output_is_decoded_with_replacement(sandbox: Sandbox) -> None:
