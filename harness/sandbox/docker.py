@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import logging
 import math
 import secrets
 import shlex
@@ -53,8 +54,15 @@ from harness.sandbox.labels import owner_labels
 from harness.sandbox.limits import ContainerLimits, ExecLimits
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
-__all__ = ["DockerSandbox", "docker_client", "new_container_name", "remove_container_named"]
+__all__ = [
+    "DockerSandbox",
+    "docker_client",
+    "new_container_name",
+    "remove_container_named",
+    "storage_quota_supported",
+]
 
 # Environment every command sees: no pagers or colour codes in observations.
 _COMMAND_ENV = {"PAGER": "cat", "GIT_PAGER": "cat", "TERM": "dumb", "TQDM_DISABLE": "1"}
@@ -428,6 +436,26 @@ async def remove_container_named(client: docker.DockerClient, name: str) -> bool
     return True
 
 
+_QUOTA_SUPPORT: dict[str, bool] = {}
+"""Per daemon URL: whether it took `--storage-opt size` (asked once per process, not per start)."""
+
+
+def _daemon_key(client: docker.DockerClient) -> str:
+    return str(client.api.base_url)
+
+
+def storage_quota_supported(client: docker.DockerClient) -> bool | None:
+    """Whether this daemon's storage driver took a disk quota; None until a start asked it."""
+    return _QUOTA_SUPPORT.get(_daemon_key(client))
+
+
+def _refuses_storage_quota(exc: docker.errors.APIError) -> bool:
+    """Whether the daemon rejected the container for its `--storage-opt` (e.g. "--storage-opt
+    is supported only for overlay over xfs with 'pquota' mount option")."""
+    message = str(exc.explanation or exc).lower()
+    return "storage-opt" in message or "storage opt" in message or "storage_opt" in message
+
+
 def _fsize_blocks(limits: ContainerLimits) -> int:
     """RLIMIT_FSIZE in bytes (Docker passes it to setrlimit as is)."""
     return limits.max_file_mb * 1024 * 1024
@@ -462,8 +490,25 @@ def _run_container(
         options["network_mode"] = "none"
     if limits.runtime is not None:
         options["runtime"] = limits.runtime
+    if limits.disk_mb is not None and storage_quota_supported(client) is not False:
+        options["storage_opt"] = {"size": f"{limits.disk_mb}M"}
     try:
-        return client.containers.run(image, name=name, **options)
+        try:
+            container = client.containers.run(image, name=name, **options)
+        except docker.errors.APIError as exc:
+            if "storage_opt" not in options or not _refuses_storage_quota(exc):
+                raise
+            _QUOTA_SUPPORT[_daemon_key(client)] = False
+            log.info(
+                "this Docker storage driver offers no disk quota (%s); containers start without "
+                "one and max_file_mb caps each file instead",
+                exc.explanation,
+            )
+            del options["storage_opt"]
+            return client.containers.run(image, name=name, **options)
+        if "storage_opt" in options:
+            _QUOTA_SUPPORT[_daemon_key(client)] = True
+        return container
     except docker.errors.ImageNotFound as exc:
         raise ImageNotFoundError(
             f"image {image!r} does not exist here; build it with `conductor images build`"

@@ -58,6 +58,15 @@ class ContainerLimits(FrozenConfig):
         "write past it fails with EFBIG): the per-command disk cap where the storage driver "
         "offers no quota. Costs nothing; lower it for untrusted code on small disks (MiB)",
     )
+    disk_mb: int | None = Field(
+        10_240,
+        ge=16,
+        description="size of the container's writable layer (`--storage-opt size`), where the "
+        "storage driver offers it (overlay2 on xfs mounted with pquota, btrfs, zfs, "
+        "devicemapper); elsewhere the daemon refuses it, the container starts without it (logged "
+        "once) and `max_file_mb` caps each file instead. Costs nothing where it applies; None: "
+        "never ask (MiB)",
+    )
     runtime: str | None = Field(
         None,
         description="OCI runtime of the containers, e.g. `runsc` (gVisor) where it is installed "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 
 import docker
@@ -9,7 +10,8 @@ import pytest
 
 from harness.errors import SandboxDeadError, SandboxError
 from harness.sandbox import ContainerLimits, ExecLimits
-from harness.sandbox.docker import DockerSandbox
+from harness.sandbox import docker as docker_sandbox
+from harness.sandbox.docker import DockerSandbox, storage_quota_supported
 
 pytestmark = pytest.mark.docker
 
@@ -101,6 +103,38 @@ async def test_a_file_larger_than_the_limit_cannot_be_written(
         assert "rc=0" not in wrote.output and wrote.output.split()[-1] == str(2 * 1024 * 1024)
         files = await sandbox.exec("ulimit -n", timeout_s=10)
         assert files.output.strip() == "128"
+    finally:
+        await sandbox.aclose()
+
+
+async def test_a_disk_quota_caps_all_writes_or_falls_back_to_the_per_file_cap(
+    docker_client: docker.DockerClient,
+    base_image: str,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where the storage driver takes `--storage-opt size`, three 20 MB files do not fit a
+    32 MiB layer; where it refuses (overlay2 on ext4, as on these machines), the container
+    still starts, that is logged, and `max_file_mb` caps each file."""
+    limits = ContainerLimits(memory_mb=256, pids=64, cpus=1.0, disk_mb=32, max_file_mb=24)
+    monkeypatch.setattr(docker_sandbox, "_QUOTA_SUPPORT", {})  # ask the daemon afresh
+    with caplog.at_level(logging.INFO, logger="harness.sandbox.docker"):
+        sandbox = await DockerSandbox.create(
+            docker_client, base_image, limits=limits, exec_limits=EXEC
+        )
+    try:
+        supported = storage_quota_supported(docker_client)
+        assert supported is not None  # the start asked the daemon
+        wrote = await sandbox.exec(
+            "for i in 1 2 3; do head -c 20000000 /dev/zero > /var/tmp/f$i || exit 1; done; "
+            "head -c 30000000 /dev/zero > /var/tmp/big; stat -c %s /var/tmp/big",
+            timeout_s=30,
+        )
+        if supported:
+            assert wrote.exit_code == 1 and "No space left" in wrote.output, wrote.output
+        else:
+            assert "offers no disk quota" in caplog.text
+            assert wrote.output.split()[-1] == str(24 * 1024 * 1024), wrote.output
     finally:
         await sandbox.aclose()
 
