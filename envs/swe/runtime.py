@@ -28,6 +28,7 @@ from harness.backends import DockerBackend, LocalBackend, SandboxBackend
 from harness.images import ensure_base_image
 from harness.reaper import pid_alive
 from harness.sandbox.base import Sandbox
+from harness.sandbox.limits import ContainerLimits, ExecLimits
 from harness.standalone import BackendName, make_backend
 
 __all__ = ["BackendSandboxes", "remove_stale_templates", "swe_backend"]
@@ -102,10 +103,16 @@ class BackendSandboxes:
 
 
 def swe_backend(
-    name: BackendName = "auto", config: TaskImageConfig | None = None
+    name: BackendName = "auto",
+    config: TaskImageConfig | None = None,
+    *,
+    workdir: str = "/testbed",
+    limits: ContainerLimits | None = None,
+    exec_limits: ExecLimits | None = None,
 ) -> BackendSandboxes:
-    """Sandboxes for SWE tasks on the named backend (auto: Docker if an engine answers)."""
-    backend = make_backend(name)
+    """Sandboxes for SWE tasks on the named backend (auto: Docker if an engine answers), with
+    the container and command limits of the pool config (`pool.container`, `pool.exec`)."""
+    backend = make_backend(name, workdir=workdir, limits=limits, exec_limits=exec_limits)
     base_image = ""
     if isinstance(backend, DockerBackend):
         base_image = ensure_base_image(backend.client, progress=lambda line: None)

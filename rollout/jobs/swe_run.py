@@ -171,7 +171,12 @@ async def run_swe_rollout(
             return await SGLangEngine.connect(sglang_config, encode=tokenizer.encode)
 
         described_engine = {"sglang": sglang_config.model_dump(mode="json")}
-    runtime = swe_backend(pool_config.backend)
+    runtime = swe_backend(
+        pool_config.backend,
+        workdir=pool_config.workdir,
+        limits=pool_config.container,
+        exec_limits=pool_config.exec,
+    )
     backend = runtime.backend.name
     if on_backend is not None:
         on_backend(backend)

@@ -119,3 +119,17 @@ def test_a_run_survives_engine_resets_and_hangs_with_every_sample_consumed_once(
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["infra_error_causes"]["engine_error"] >= 2  # reported, by cause
     assert metrics["summary"]["infra_errors"] >= 2 and metrics["summary"]["lost_samples"] == 0
+
+
+def test_the_pools_command_limits_reach_the_sandboxes_of_a_run(tmp_path: Path) -> None:
+    """`pool.exec` (and `pool.container`) were validated but never applied: a run's backend
+    was made with the defaults. With a 40-byte output window every tool result is elided."""
+    window = "exec.output_head_bytes=20, exec.output_tail_bytes=20"
+    pool = f"pool.overrides=[backend=local, warm_per_image=1, max_live=6, act_slots=4, {window}]"
+    overrides = [*TINY_RUN, pool, "steps=1", f"task_ids=[{SPANS_TASK}]"]
+    result = CliRunner().invoke(
+        cli(run), [str(DEFAULT_RUN_CONFIG), *overrides, "--out", str(tmp_path), "--no-report"]
+    )
+    assert result.exit_code == 0, result.output
+    [run_dir] = list(tmp_path.iterdir())
+    assert "bytes elided" in (run_dir / "trajectories.jsonl").read_text()
