@@ -84,7 +84,7 @@ def reap_containers(
             kept += 1
             continue
         try:
-            container.remove(force=True)
+            container.remove(force=True, v=True)  # and its anonymous volumes
         except docker.errors.NotFound:
             continue
         removed.append((str(container.id), reason))

@@ -55,6 +55,13 @@ class TaskImageConfig(FrozenConfig):
     )
     swebench_arch: str = Field("x86_64", description="architecture part of SWE-bench image names")
     swebench_tag: str = Field("latest", description="tag of SWE-bench images")
+    agent_uid: int | None = Field(
+        None,
+        ge=1,
+        description="hand /testbed to this uid:gid after `install_cmd` (as root), so that agents "
+        "can run as a non-root user (`pool.container.user` = the same `uid:gid`); None: root "
+        "owns it, for agents that run as root (the image tag records the choice)",
+    )
     allow_network: bool = Field(
         False,
         description="give `install_cmd` the network while a task image builds (off: builds are "
@@ -85,6 +92,9 @@ class TaskImageResolver:
         lines = [f"FROM {self.base_image}", "COPY repo /testbed", "WORKDIR /testbed"]
         if task.install_cmd.strip():
             lines.append(f"RUN {task.install_cmd}")
+        if self.config.agent_uid is not None:
+            uid = self.config.agent_uid
+            lines.append(f"RUN chown -R {uid}:{uid} /testbed")
         return "\n".join(lines) + "\n"
 
     def _input_hash(self, task: SWETask) -> str:

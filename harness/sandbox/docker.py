@@ -33,7 +33,7 @@ import docker.errors
 import requests
 import urllib3
 from docker.models.containers import Container
-from docker.types import Ulimit
+from docker.types import Mount, Ulimit
 
 from harness.errors import (
     DockerUnavailableError,
@@ -90,11 +90,14 @@ class DockerSandbox:
         container: Container,
         workdir: str,
         exec_limits: ExecLimits,
+        *,
+        check_reads: bool = False,
     ) -> None:
         self._client = client
         self._container = container
         self._workdir = workdir
         self._exec_limits = exec_limits
+        self._check_reads = check_reads  # commands run as a user who cannot read everything
         self._closed = False
         self._removal_pending = False
         self._daemon_lost = False
@@ -128,7 +131,9 @@ class DockerSandbox:
             owner_labels(wall_time(), limits.ttl_s, role),
             name,
         )
-        return cls(client, container, workdir, exec_limits or ExecLimits())
+        return cls(
+            client, container, workdir, exec_limits or ExecLimits(), check_reads=bool(limits.user)
+        )
 
     @property
     def workdir(self) -> str:
@@ -210,6 +215,13 @@ class DockerSandbox:
     async def read_file(self, path: str) -> bytes:
         self._check_usable()
         target = self._absolute(path)
+        if self._check_reads:  # the archive API reads as root: read only what the user may
+            readable = await self.exec(
+                f"test ! -e {shlex.quote(str(target))} || test -r {shlex.quote(str(target))}",
+                timeout_s=self._exec_limits.file_op_timeout_s,
+            )
+            if readable.exit_code != 0:
+                raise SandboxError(f"permission denied: {target} is not readable by the user")
         source = target
         if _on_tmpfs(target):  # copy it out of the tmpfs mount, where the copy API can read
             source = PurePosixPath(_STAGING_DIR) / secrets.token_hex(8)
@@ -271,8 +283,14 @@ class DockerSandbox:
         """
         parent, name = shlex.quote(str(target.parent)), shlex.quote(str(target))
         stage = f" {_STAGING_DIR}" if staging else ""
+        # The archive API writes as the daemon (root, any path): the check runs as the command
+        # user, so the file tools may write only where bash could.
         result = await self.exec(
-            f"mkdir -p {parent}{stage} && {{ stat -L -c '%a %u %g' {name} 2>/dev/null || true; }}",
+            f"mkdir -p {parent}{stage} || exit 1; "
+            f"if [ -e {name} ]; then [ -w {name} ] || {{ echo denied; exit 0; }}; "
+            f"stat -L -c '%a %u %g' {name}; "
+            f"else [ -w {parent} ] || {{ echo denied; exit 0; }}; "
+            'echo "644 $(id -u) $(id -g)"; fi',
             timeout_s=self._exec_limits.file_op_timeout_s,
         )
         if result.exit_code != 0:
@@ -280,8 +298,10 @@ class DockerSandbox:
                 f"could not create the directory {target.parent}: {result.output.strip()}"
             )
         fields = result.output.split()
+        if fields == ["denied"]:
+            raise SandboxError(f"permission denied: {target} is not writable by the sandbox user")
         if len(fields) != 3:
-            return _NEW_FILE
+            raise SandboxError(f"could not prepare {target}: {result.output.strip()}")
         return _FileOwner(int(fields[0], 8), int(fields[1]), int(fields[2]))
 
     # -- blocking helpers (worker threads) ----------------------------------------------------
@@ -356,7 +376,7 @@ class DockerSandbox:
     async def _remove_quietly(self) -> None:
         self._removal_pending = False
         try:
-            await asyncio.to_thread(self._container.remove, force=True)
+            await asyncio.to_thread(self._container.remove, force=True, v=True)
         except docker.errors.NotFound:
             pass
         except docker.errors.APIError as exc:
@@ -426,7 +446,7 @@ async def remove_container_named(client: docker.DockerClient, name: str) -> bool
     """
     try:
         container = await _docker_call(client.containers.get, name)
-        await _docker_call(container.remove, force=True)
+        await _docker_call(container.remove, force=True, v=True)
     except docker.errors.NotFound:
         return True
     except docker.errors.APIError as exc:
@@ -490,6 +510,13 @@ def _run_container(
         options["network_mode"] = "none"
     if limits.runtime is not None:
         options["runtime"] = limits.runtime
+    if limits.user is not None:
+        options["user"] = limits.user
+    if limits.read_only_root:
+        options["read_only"] = True
+        # Writable volumes seeded from the image (Docker copies what the image has there);
+        # anonymous, so `remove(v=True)` deletes them with the container.
+        options["mounts"] = [Mount(target=path, source=None) for path in (workdir, "/var/tmp")]
     if limits.disk_mb is not None and storage_quota_supported(client) is not False:
         options["storage_opt"] = {"size": f"{limits.disk_mb}M"}
     try:
@@ -526,9 +553,6 @@ class _FileOwner:
     mode: int
     uid: int
     gid: int
-
-
-_NEW_FILE = _FileOwner(0o644, 0, 0)
 
 
 def _single_file_tar(name: str, content: bytes, owner: _FileOwner) -> bytes:

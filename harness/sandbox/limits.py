@@ -67,6 +67,21 @@ class ContainerLimits(FrozenConfig):
         "once) and `max_file_mb` caps each file instead. Costs nothing where it applies; None: "
         "never ask (MiB)",
     )
+    user: str | None = Field(
+        None,
+        description="run PID 1 and every command as this user (`uid:gid`, or a name the image "
+        "knows) instead of the image's own (root in the shipped images, with every capability "
+        "dropped). The workdir must be writable by it (build SWE task images with "
+        "`images.agent_uid`); the file tools then read and write only what this user may, "
+        "which costs one check per file read",
+    )
+    read_only_root: bool = Field(
+        False,
+        description="mount the root filesystem read-only: the agent cannot change the system "
+        "(pip install, /etc, /usr). Writable: /tmp (tmpfs), and the workdir and /var/tmp, as "
+        "volumes seeded from the image and removed with the container; the seeding copies the "
+        "workdir at every start",
+    )
     runtime: str | None = Field(
         None,
         description="OCI runtime of the containers, e.g. `runsc` (gVisor) where it is installed "

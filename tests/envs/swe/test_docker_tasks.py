@@ -3,6 +3,8 @@ the SWE env through the warm env pool."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import docker
 import pytest
 
@@ -10,12 +12,16 @@ from envs.swe.config import SWEEnvConfig
 from envs.swe.env import SWEEnv
 from envs.swe.grader import AgentPatch, Grader
 from envs.swe.grading_log import parse_pytest_log
+from envs.swe.images import TaskImageConfig, TaskImageResolver
 from envs.swe.runtime import BackendSandboxes
 from envs.swe.tasks import SWETask, load_shipped_tasks
+from harness.backends import DockerBackend
 from harness.clock import LoopClock
 from harness.config import load_config
+from harness.errors import SandboxError
 from harness.handle import SandboxHandle
 from harness.pool import EnvPool, PoolConfig
+from harness.sandbox import ContainerLimits, ExecLimits
 from tests.conftest import project_containers
 
 pytestmark = pytest.mark.docker
@@ -122,3 +128,42 @@ async def test_swe_env_episode_through_the_warm_pool(
         assert terminated and reward == 1.0, info
         await lease.release()
     assert project_containers(docker_client) == []
+
+
+@pytest.fixture(scope="module")
+def hardened_runtime(
+    docker_client: docker.DockerClient, base_image: str
+) -> Iterator[BackendSandboxes]:
+    """Task images whose /testbed belongs to uid 1000, and containers that run as that user on a
+    read-only root (`pool.container.user`, `read_only_root`)."""
+    backend = DockerBackend(
+        docker_client,
+        limits=ContainerLimits(memory_mb=512, user="1000:1000", read_only_root=True),
+        exec_limits=ExecLimits(kill_grace_s=1, host_grace_s=5),
+    )
+    resolver = TaskImageResolver(TaskImageConfig(agent_uid=1000), base_image)
+    yield BackendSandboxes(backend, resolver)
+
+
+async def test_a_task_runs_and_grades_as_a_non_root_user_on_a_read_only_root(
+    hardened_runtime: BackendSandboxes, docker_client: docker.DockerClient
+) -> None:
+    task = ONE_PER_PROJECT[0]
+    volumes_before = len(docker_client.volumes.list())
+    assert (await _grade(hardened_runtime, task, task.patch))[0] == 1.0
+    assert (await _grade(hardened_runtime, task, ""))[0] == 0.0
+    sandbox, release = await hardened_runtime.acquire(task)
+    try:
+        who = await sandbox.exec("id -u; touch /usr/x 2>&1; touch mine && echo wrote", timeout_s=10)
+        assert who.output.startswith("1000\n") and "wrote" in who.output, who.output
+        assert "Read-only file system" in who.output or "Permission denied" in who.output
+        with pytest.raises(SandboxError, match="permission denied"):
+            await sandbox.write_file("/etc/profile", b"# not yours\n")
+        with pytest.raises(SandboxError, match="permission denied"):
+            await sandbox.read_file("/etc/shadow")
+        await sandbox.write_file("/tmp/note.txt", b"scratch")
+        assert await sandbox.read_file("/tmp/note.txt") == b"scratch"
+    finally:
+        await release()
+    assert project_containers(docker_client) == []
+    assert len(docker_client.volumes.list()) == volumes_before  # removed with their containers

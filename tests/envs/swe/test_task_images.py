@@ -22,6 +22,7 @@ def test_the_tag_is_stable_and_changes_with_every_input() -> None:
         resolver().image_for(TASK.model_copy(update={"install_cmd": "pip install -e ."})),
         resolver().image_for(TASK.model_copy(update={"base_commit": "f" * 40})),
         resolver(allow_network=True).image_for(TASK),  # built under other conditions
+        resolver(agent_uid=1000).image_for(TASK),  # /testbed handed to another user
         TaskImageResolver(TaskImageConfig(), "aio-conductor/base:def").image_for(TASK),
     ]
     assert tag not in changed and len(set(changed)) == len(changed)
