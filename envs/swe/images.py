@@ -69,6 +69,13 @@ class TaskImageConfig(FrozenConfig):
     )
 
 
+def numeric_uid(user: str | None) -> int | None:
+    """The uid of a `uid[:gid]` container user (`pool.container.user`), for `agent_uid`;
+    None for root, a user name (the image must then prepare its workdir) or no user."""
+    uid = (user or "").split(":")[0]
+    return int(uid) if uid.isdigit() and int(uid) > 0 else None
+
+
 class TaskImageResolver:
     """Task -> image name. Local names embed a hash of the image's inputs."""
 

@@ -41,6 +41,13 @@ def build(
     allow_network: bool = typer.Option(
         False, "--allow-network", help="let install_cmd use the network while task images build"
     ),
+    agent_uid: int | None = typer.Option(
+        None,
+        "--agent-uid",
+        min=1,
+        help="hand /testbed to this uid in the task images, for agents that run as "
+        "pool.container.user (`conductor run` does this itself when that user is numeric)",
+    ),
     force: bool = typer.Option(False, "--force", help="rebuild the base image even if it exists"),
 ) -> None:
     """Build the base image with debootstrap + docker import (about 40 s), if missing."""
@@ -57,7 +64,7 @@ def build(
         if tasks is not None:
             overrides = [f"format={dataset_format}"]
             dataset = load_config(DatasetConfig, dataset_config, overrides)
-            image_config = TaskImageConfig(allow_network=allow_network)
+            image_config = TaskImageConfig(allow_network=allow_network, agent_uid=agent_uid)
             _build_task_images(client, tag, tasks, dataset, image_config)
     except (HarnessError, ConfigError, TaskSetError) as exc:
         fail(str(exc))

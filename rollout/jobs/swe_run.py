@@ -20,6 +20,7 @@ from typing import Any
 from envs.swe import SWEEnv, SWEEnvConfig, SWETask, load_shipped_tasks, swe_backend
 from envs.swe.actions import ParsedAction, parse_action, swe_tool_specs
 from envs.swe.datasets import DatasetConfig, load_dataset_tasks
+from envs.swe.images import TaskImageConfig, numeric_uid
 from envs.swe.runtime import BackendSandboxes
 from envs.swe.tasks import TaskSetError
 from harness.clock import LoopClock
@@ -173,6 +174,7 @@ async def run_swe_rollout(
         described_engine = {"sglang": sglang_config.model_dump(mode="json")}
     runtime = swe_backend(
         pool_config.backend,
+        TaskImageConfig(agent_uid=numeric_uid(pool_config.container.user)),
         workdir=pool_config.workdir,
         limits=pool_config.container,
         exec_limits=pool_config.exec,

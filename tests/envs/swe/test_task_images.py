@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from envs.swe.images import TaskImageConfig, TaskImageResolver
+from envs.swe.images import TaskImageConfig, TaskImageResolver, numeric_uid
 from envs.swe.tasks import load_shipped_tasks
 
 TASK = load_shipped_tasks()[0]
@@ -60,3 +60,9 @@ def test_template_directories_of_dead_runs_are_removed(tmp_path: Path) -> None:
         path.mkdir()
     assert remove_stale_templates(tmp_path) == 1
     assert not stale.exists() and mine.exists() and other.exists()
+
+
+def test_a_numeric_container_user_names_the_uid_the_workdir_is_handed_to() -> None:
+    assert numeric_uid("1000:1000") == 1000 and numeric_uid("1001") == 1001
+    assert numeric_uid(None) is None and numeric_uid("0:0") is None and numeric_uid("agent") is None
+    assert resolver(agent_uid=1000).dockerfile(TASK).endswith("RUN chown -R 1000:1000 /testbed\n")
