@@ -6,7 +6,8 @@
     ├── AdmissionError          the admission controller was used against its contract
     ├── SchedulerError          the scheduler got an event that contradicts what it knows
     ├── TokenizerError          a token id or chat-template step is invalid
-    └── SinkError               a trajectory could not be written or read back
+    ├── SinkError               a trajectory could not be written or read back
+    └── RunFileWriteError       a run-directory file could not be written (the disk is full)
 
 Every one of these is a broken invariant *inside* the rollout layer and is raised at once.
 Failures at the boundaries (an engine that died, a container that vanished) are values:
@@ -19,6 +20,7 @@ __all__ = [
     "AdmissionError",
     "IllegalTransitionError",
     "RolloutError",
+    "RunFileWriteError",
     "SchedulerError",
     "SinkError",
     "TokenizerError",
@@ -52,3 +54,16 @@ class TokenizerError(RolloutError, ValueError):
 
 class SinkError(RolloutError):
     """A trajectory group could not be written, or a stored record could not be read."""
+
+
+class RunFileWriteError(RolloutError, OSError):
+    """A run-directory file could not be written (the disk is full, or went away).
+
+    The run cannot go on without losing samples, so it stops cleanly (containers removed) and
+    says how to continue once there is room (`conductor run --resume`).
+    """
+
+    @classmethod
+    def of(cls, path: object, error: OSError) -> RunFileWriteError:
+        reason = error.strerror or str(error)
+        return cls(f"could not write {path}: {reason}; make room there")

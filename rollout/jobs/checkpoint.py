@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rollout.errors import RolloutError
+from rollout.errors import RolloutError, RunFileWriteError
 from rollout.observe.run_dir import RunDir
 
 __all__ = [
@@ -64,11 +64,15 @@ def write_checkpoint(root: Path, checkpoint: Checkpoint) -> Path:
 
 def _write_atomic(path: Path, data: Mapping[str, Any]) -> Path:
     temporary = path.with_name(path.name + ".tmp")
-    with temporary.open("w", encoding="utf-8") as file:
-        json.dump(data, file)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(temporary, path)
+    try:
+        with temporary.open("w", encoding="utf-8") as file:
+            json.dump(data, file)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except OSError as exc:  # the old file is intact
+        temporary.unlink(missing_ok=True)
+        raise RunFileWriteError.of(path, exc) from exc
     return path
 
 

@@ -11,6 +11,7 @@ scripted agents there).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -196,7 +197,14 @@ async def run_swe_rollout(
     }
     steps_done = 0 if resume_from is None else resume_from.steps_done
     resumed_at_s = 0.0 if resume_from is None else resume_from.last_step_t_s
-    recorder = RunRecorder(run_dir, described, origin_s=clock.now() - resumed_at_s)
+    main_task = asyncio.current_task()
+    assert main_task is not None
+    recorder = RunRecorder(
+        run_dir,
+        described,
+        origin_s=clock.now() - resumed_at_s,
+        on_write_failure=lambda _: main_task.cancel(),  # stop cleanly; raised below
+    )
     recorder.attach(bus)
 
     batches: list[Batch] = []  # a few small groups: kept whole for the caller
@@ -267,11 +275,18 @@ async def run_swe_rollout(
                 elapsed_s = clock.now() - conductor.origin_s
                 served = engine.inner if isinstance(engine, FaultyEngine) else engine
                 busy_s = served.counters.busy_s if isinstance(served, SimEngine) else 0.0
+    except asyncio.CancelledError:
+        if recorder.write_failure is None:
+            raise
+        main_task.uncancel()  # the cancel was ours: the run stops with the disk error
+        raise recorder.write_failure from None
     finally:
-        if engine is not None:
-            await engine.aclose()
-        recorder.close()
-        runtime.close()
+        try:
+            if engine is not None:
+                await engine.aclose()
+            recorder.close()
+        finally:
+            runtime.close()
     summary = summarize_conductor_run(
         policy.name, digests, conductor, elapsed_s=elapsed_s, busy_s=busy_s
     )

@@ -8,7 +8,7 @@ timeseries.jsonl per engine sample; trajectories.jsonl through the sink's JSONL 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from harness.events import EventBus, StepEvent
+from rollout.errors import RunFileWriteError
 from rollout.observe.run_dir import TRAJECTORIES_FILE, RunDir
 from rollout.observe.run_records import StepRecord
 from rollout.trajectories.batch import Batch
@@ -46,8 +47,11 @@ class RunRecorder:
         *,
         origin_s: float,
         record_events: bool = True,
+        on_write_failure: Callable[[RunFileWriteError], None] | None = None,
     ) -> None:
         self.run_dir = RunDir(root).create()
+        self.write_failure: RunFileWriteError | None = None
+        self._on_write_failure = on_write_failure
         self.origin_s = origin_s
         self.run_dir.config_path.write_text(
             yaml.safe_dump(_plain(config), sort_keys=False), encoding="utf-8"
@@ -71,8 +75,17 @@ class RunRecorder:
             self._unsubscribe.append(bus.subscribe(self.event))
 
     def event(self, event: StepEvent) -> None:
-        if self._events is not None:
+        """Record one event. A failed write (a full disk) is not raised into the emitter (the
+        pool, mid-step): it is kept in `write_failure`, events stop, and `on_write_failure`
+        is told, so that the run can stop cleanly."""
+        if self._events is None or self.write_failure is not None:
+            return
+        try:
             self._events.append_event(event, origin_s=self.origin_s)
+        except RunFileWriteError as exc:
+            self.write_failure = exc
+            if self._on_write_failure is not None:
+                self._on_write_failure(exc)
 
     def step(self, batch: Batch) -> StepRecord:
         """Record a training batch; returns the record written."""

@@ -30,7 +30,7 @@ from typing import Any, Literal, TypeVar
 from harness.events import StepEvent
 from harness.gc_pause import paused_gc
 from rollout.core.types import Trajectory
-from rollout.errors import SinkError
+from rollout.errors import RunFileWriteError, SinkError
 from rollout.observe.run_records import (
     MissingRunFileError,
     RunDirError,
@@ -158,6 +158,7 @@ class JsonlAppender:
     def __init__(self, path: Path, *, flush_each_record: bool = False) -> None:
         self._path = path
         self._flush_each_record = flush_each_record
+        self._failed = False
         path.parent.mkdir(parents=True, exist_ok=True)
         self._file = path.open("a", encoding="utf-8")
 
@@ -169,9 +170,13 @@ class JsonlAppender:
         """Write `record` as one line (values JSON cannot hold are written as strings)."""
         if self._file.closed:
             raise RunDirError(f"{self._path} is closed; open a new appender to add records")
-        self._file.write(_ENCODER.encode(record) + "\n")
-        if self._flush_each_record:
-            self._file.flush()
+        try:
+            self._file.write(_ENCODER.encode(record) + "\n")
+            if self._flush_each_record:
+                self._file.flush()
+        except OSError as exc:
+            self._failed = True
+            raise RunFileWriteError.of(self._path, exc) from exc
 
     def append_event(self, event: StepEvent, origin_s: float = 0.0) -> None:
         """Write a step event with its times relative to `origin_s`; pass this method to
@@ -182,12 +187,22 @@ class JsonlAppender:
         self.append(record)
 
     def flush(self) -> None:
-        self._file.flush()
+        try:
+            self._file.flush()
+        except OSError as exc:
+            self._failed = True
+            raise RunFileWriteError.of(self._path, exc) from exc
 
     def close(self) -> None:
-        """Flush and close; idempotent."""
-        if not self._file.closed:
+        """Flush and close; idempotent. After a failed write, what could not be written is
+        dropped quietly (the error was raised already; a resume cuts the file back)."""
+        if self._file.closed:
+            return
+        try:
             self._file.close()
+        except OSError as exc:
+            if not self._failed:
+                raise RunFileWriteError.of(self._path, exc) from exc
 
     def __enter__(self) -> JsonlAppender:
         return self

@@ -206,8 +206,9 @@ class Conductor:
 
         The arguments are the exception leaving the `async with` block, if any; a task that
         failed is re-raised here (in an exception group), never lost. When every failure is
-        the harness's (`HarnessError`: the Docker daemon is gone), the first is raised as
-        itself, so the CLI can print its message instead of a group traceback.
+        a known one (`HarnessError`: the Docker daemon is gone; `RolloutError`: the disk is
+        full), the first is raised as itself, so the CLI can print its message instead of a
+        group traceback.
         """
         tasks, self._tasks = self._tasks, None
         if tasks is None:
@@ -217,10 +218,10 @@ class Conductor:
         try:
             await tasks.__aexit__(exc_type, exc, tb)
         except BaseExceptionGroup as group:
-            infra, rest = group.split(HarnessError)
-            if infra is None or rest is not None:
+            known, rest = group.split((HarnessError, RolloutError))
+            if known is None or rest is not None:
                 raise
-            raise _first_leaf(infra) from group
+            raise _first_leaf(known) from group
         finally:
             self._record_timeseries()
             self._sink.close()

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from rollout.core.config import SinkConfig
 from rollout.core.types import Trajectory
-from rollout.errors import SinkError, TrajectoryError
+from rollout.errors import RunFileWriteError, SinkError, TrajectoryError
 
 __all__ = [
     "JsonlTrajectoryWriter",
@@ -78,6 +78,7 @@ class JsonlTrajectoryWriter:
     def __init__(self, path: str | Path, *, fsync: bool = True) -> None:
         self._path = Path(path)
         self._fsync = fsync
+        self._failed = False
         self._path.parent.mkdir(parents=True, exist_ok=True)
         _truncate_torn_tail(self._path)
         self._file = self._path.open("a", encoding="utf-8")
@@ -93,14 +94,24 @@ class JsonlTrajectoryWriter:
             "group_id": _group_id(group),
             "trajectories": [trajectory.to_dict() for trajectory in group],
         }
-        self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
-        self._file.flush()
-        if self._fsync:
-            os.fsync(self._file.fileno())
+        try:
+            self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
+            self._file.flush()
+            if self._fsync:
+                os.fsync(self._file.fileno())
+        except OSError as exc:
+            self._failed = True
+            raise RunFileWriteError.of(self._path, exc) from exc
 
     def close(self) -> None:
-        if not self._file.closed:
+        """Close; after a failed write the unwritten rest is dropped (the error was raised)."""
+        if self._file.closed:
+            return
+        try:
             self._file.close()
+        except OSError as exc:
+            if not self._failed:
+                raise RunFileWriteError.of(self._path, exc) from exc
 
 
 def read_jsonl_groups(path: str | Path) -> Iterator[tuple[Trajectory, ...]]:

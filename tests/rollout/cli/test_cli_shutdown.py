@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import docker
@@ -63,3 +64,43 @@ def test_a_signal_mid_run_removes_every_container_and_exits_non_zero(
     for name in ("events.jsonl", "config.yaml"):
         data = (run_dir / name).read_bytes()
         assert data and data.endswith(b"\n"), name  # flushed, no torn line
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 48 KiB tmpfs: the run directory fills it within seconds (needs root, as CI runs)."""
+    mount_point = tmp_path / "full"
+    mount_point.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=48k", "tmpfs", str(mount_point)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here (root needed): {mounted.stderr.strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=False)
+
+
+def test_a_full_disk_under_the_run_directory_stops_the_run_cleanly(
+    docker_client: docker.DockerClient, base_image: str, full_disk: Path
+) -> None:
+    """Fault 3's last case: on ENOSPC 7 of 12 containers leaked, with a traceback."""
+    command = [
+        sys.executable, "-m", "rollout.cli", "run", str(DEFAULT_RUN_CONFIG),
+        "steps=20", "groups_per_step=2", "group_size=4", "trainer.train_time_s=0.1",
+        "pool.overrides=[backend=docker, warm_per_image=1, max_live=8, act_slots=2]",
+        "model.overrides=[cost.t_weights_s=0.0005]", "--out", str(full_disk), "--no-report",
+    ]  # fmt: skip
+    env = {**os.environ, "COLUMNS": "200"}
+    process = subprocess.run(
+        command, cwd=REPO, env=env, capture_output=True, text=True, timeout=240
+    )
+    output = process.stdout + process.stderr
+    assert process.returncode == 1, output
+    assert "No space left on device" in output and "--resume" in output, output
+    assert "Traceback" not in output, output
+    left = docker_client.containers.list(all=True, filters={"label": f"{MANAGED_LABEL}=1"})
+    assert left == [], [container.name for container in left]
