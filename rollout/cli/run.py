@@ -125,8 +125,8 @@ def run(
         except (HarnessError, RolloutError, UnknownPolicyError) as exc:
             with contextlib.suppress(OSError):
                 run_dir.rmdir()  # only if nothing was written into it
-            resume = f"; continue it with `conductor run --resume {run_dir}`"
-            fail(f"{exc}{resume if run_dir.exists() else ''}")
+            hint = f"; continue it with `conductor run --resume {run_dir}`"
+            fail(f"{exc}{hint if run_dir.exists() else ''}")
     if report:
         _write_report(run_dir)
     console.print(_steps_table(result, settings))

@@ -35,7 +35,7 @@ from rollout.engines.base import Engine
 from rollout.engines.faults import FaultyEngine
 from rollout.engines.sglang import SGLangEngine, SGLangEngineConfig
 from rollout.engines.sim import ServedModelConfig, SimEngine, SimEngineConfig, build_sim_engine
-from rollout.errors import RolloutError
+from rollout.errors import RolloutError, RunFileWriteError
 from rollout.jobs.checkpoint import Checkpoint, write_checkpoint
 from rollout.jobs.config import RunConfig, shape_rollout
 from rollout.jobs.policies import resolve_policy
@@ -199,11 +199,15 @@ async def run_swe_rollout(
     resumed_at_s = 0.0 if resume_from is None else resume_from.last_step_t_s
     main_task = asyncio.current_task()
     assert main_task is not None
+
+    def stop_on_write_failure(_: RunFileWriteError) -> None:
+        main_task.cancel()  # stop cleanly; the error is raised below
+
     recorder = RunRecorder(
         run_dir,
         described,
         origin_s=clock.now() - resumed_at_s,
-        on_write_failure=lambda _: main_task.cancel(),  # stop cleanly; raised below
+        on_write_failure=stop_on_write_failure,
     )
     recorder.attach(bus)
 
