@@ -46,10 +46,12 @@ def base_image(docker_client: docker.DockerClient) -> str:
 def project_containers(client: docker.DockerClient) -> list[str]:
     """Ids of the project containers this test process created."""
     mine = []
-    for container in client.containers.list(all=True, filters={"label": f"{MANAGED_LABEL}=1"}):
-        owner = parse_owner(container.labels)
+    # The list call's own records (labels included): no per-container inspect, which would
+    # race with containers other processes remove meanwhile.
+    for record in client.api.containers(all=True, filters={"label": f"{MANAGED_LABEL}=1"}):
+        owner = parse_owner(record.get("Labels") or {})
         if owner is not None and owner.pid == os.getpid() and owner.host == socket.gethostname():
-            mine.append(container.id)
+            mine.append(str(record["Id"]))
     return mine
 
 
