@@ -2,6 +2,9 @@
 
     python scripts/soak.py [--containers 64] [--minutes 10] [--churn 20]
 
+Resources are also sampled every `--sample-s` while the workers run: connection pools and
+worker threads fill up in the first minute and level off; a leak keeps climbing.
+
 Each of N workers keeps one sandbox, runs short commands in it (a file write and read, a
 `python3 -c`), and replaces the sandbox every `--churn` commands (remove and create). Reports
 this process's open file descriptors, threads and RSS, and the project's containers, with N
@@ -33,13 +36,34 @@ def resources(client: docker.DockerClient) -> dict[str, int]:
         for name, _, value in (line.partition(":") for line in status)
         if value.split()
     }
-    containers = client.containers.list(all=True, filters={"label": f"{MANAGED_LABEL}=1"})
+    containers = client.api.containers(all=True, filters={"label": f"{MANAGED_LABEL}=1"})
+    kinds = [_fd_kind(name) for name in os.listdir("/proc/self/fd")]
     return {
-        "fds": len(os.listdir("/proc/self/fd")),
+        "fds": len(kinds),
+        "sockets": kinds.count("socket"),
         "threads": int(field["Threads"]),
         "rss_mb": int(field["VmRSS"]) // 1024,
         "containers": len(containers),
     }
+
+
+def _fd_kind(name: str) -> str:
+    try:
+        target = os.readlink(f"/proc/self/fd/{name}")
+    except OSError:
+        return "gone"
+    return "socket" if target.startswith("socket:") else "other"
+
+
+async def sample_every(
+    client: docker.DockerClient, period_s: float, until: float, rows: list[tuple[float, dict]]
+) -> None:
+    """Resources every `period_s` while the workers run: a pool that fills up levels off, a
+    leak keeps climbing."""
+    started = time.monotonic()
+    while time.monotonic() + period_s < until:
+        await asyncio.sleep(period_s)
+        rows.append((time.monotonic() - started, await asyncio.to_thread(resources, client)))
 
 
 async def worker(
@@ -68,6 +92,9 @@ async def main() -> None:
     parser.add_argument(
         "--churn", type=int, default=20, help="commands before a sandbox is replaced"
     )
+    parser.add_argument(
+        "--sample-s", type=float, default=60.0, help="seconds between resource samples"
+    )
     args = parser.parse_args()
     client = docker.from_env(timeout=120)
     image = ensure_base_image(client, progress=lambda line: None)
@@ -78,8 +105,10 @@ async def main() -> None:
     counts = [0]
     started = time.monotonic()
     until = started + args.minutes * 60
+    samples: list[tuple[float, dict]] = []
     await asyncio.gather(
-        *(worker(client, image, until, args.churn, counts) for _ in range(args.containers))
+        sample_every(client, args.sample_s, until, samples),
+        *(worker(client, image, until, args.churn, counts) for _ in range(args.containers)),
     )
     elapsed = time.monotonic() - started
     again = [await DockerSandbox.create(client, image) for _ in range(args.containers)]
@@ -96,6 +125,11 @@ async def main() -> None:
     for key in start:
         print(f"| {key} | {start[key]} | {end[key]} |")
     print(f"project containers after the last close: {left}")
+    print("\nwhile the workers ran:\n")
+    print("| t (min) | " + " | ".join(start) + " |")
+    print("|---:|" + "---:|" * len(start))
+    for t_s, row in samples:
+        print(f"| {t_s / 60:.1f} | " + " | ".join(str(row[key]) for key in start) + " |")
 
 
 if __name__ == "__main__":

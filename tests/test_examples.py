@@ -58,3 +58,12 @@ def test_the_env_pool_example_grades_its_episode(docker_client: docker.DockerCli
 @pytest.mark.docker
 def test_the_new_env_example_runs_a_step_in_a_sandbox(docker_client: docker.DockerClient) -> None:
     assert _run(EXAMPLES / "my_env.py").startswith("'hello\\n' 1.0")
+
+
+def test_the_trainer_adapters_example_feeds_every_trainer_the_same_samples() -> None:
+    output = _run(EXAMPLES / "trainer_adapters.py")
+    rows = re.search(r"^verl: \{'prompts': \((\d+), ", output, re.M)
+    assert rows is not None, output
+    count = rows.group(1)
+    assert f"skyrl: {count} responses" in output and f"slime: {count} samples" in output
+    assert f"trl: {count} completions" in output and f"hf: {count} rows" in output
