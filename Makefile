@@ -22,6 +22,7 @@ help:
 # SGLang's own HTTP test kits come from its wheel (read, not installed): tests that find no
 # wheel skip locally and fail in CI.
 SGLANG_VERSION ?= 0.5.23
+VERL_VERSION ?= 0.9.1
 SGLANG_WHEEL_DIR := .cache/sglang
 SGLANG_WHEEL_STAMP := $(SGLANG_WHEEL_DIR)/.sglang-$(SGLANG_VERSION)
 
@@ -30,6 +31,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "$(TORCH_SPEC)"
 	$(BIN)/pip install -q -e '.[dev]'
+	# verl's DataProto only (the adapter test): its own deps would pull a training stack.
+	$(BIN)/pip install -q --no-deps "verl==$(VERL_VERSION)"
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -2,9 +2,9 @@
 in every trainer's layout; infrastructure failures are left out, truncations marked; shapes,
 dtypes and field lists as each trainer defines them.
 
-verl, SkyRL and slime are not installed here (verl pulls Ray and more; SkyRL and slime are not
-on the package index): their field lists are copied below from their sources, with the file
-named. Hugging Face `datasets` is installed and tested through its real types.
+verl's `DataProto` (verl installed without its training stack) and Hugging Face `datasets` are
+tested through their real types; SkyRL and slime are not on the package index, so their field
+lists are copied below from their sources, with the file named.
 """
 
 from __future__ import annotations
@@ -149,6 +149,22 @@ def test_verl_refuses_to_cut_sampled_tokens_to_a_fixed_width() -> None:
         to_verl_batch(groups(), pad_token_id=PAD, response_length=3)
     fixed = to_verl_batch(groups(), pad_token_id=PAD, prompt_length=64, response_length=256)
     assert fixed.tensors["input_ids"].shape == (5, 64 + 256)
+
+
+def test_the_verl_batch_is_a_real_dataproto_with_verls_own_positions() -> None:
+    """verl is installed without its training stack (`--no-deps`, see the Makefile)."""
+    from verl import DataProto
+    from verl.utils.model import compute_position_id_with_mask
+
+    batch = to_verl_batch(groups(), pad_token_id=PAD)
+    proto = batch.to_dataproto()
+    assert isinstance(proto, DataProto) and len(proto) == 5
+    assert torch.equal(proto.batch["input_ids"], batch.tensors["input_ids"])
+    assert list(proto.non_tensor_batch["uid"]) == ["g1", "g1", "g1", "g2", "g2"]
+    expected_positions = compute_position_id_with_mask(batch.tensors["attention_mask"])
+    assert torch.equal(expected_positions, proto.batch["position_ids"])
+    first_group = proto.select_idxs([0, 1, 2])
+    assert set(first_group.non_tensor_batch["uid"]) == {"g1"}
 
 
 def test_skyrl_generator_output_has_skyrls_keys_and_aligned_lists() -> None:
