@@ -285,24 +285,29 @@ class DockerSandbox:
         stage = f" {_STAGING_DIR}" if staging else ""
         # The archive API writes as the daemon (root, any path): the check runs as the command
         # user, so the file tools may write only where bash could.
-        result = await self.exec(
+        script = (
             f"mkdir -p {parent}{stage} || exit 1; "
             f"if [ -e {name} ]; then [ -w {name} ] || {{ echo denied; exit 0; }}; "
             f"stat -L -c '%a %u %g' {name}; "
             f"else [ -w {parent} ] || {{ echo denied; exit 0; }}; "
-            'echo "644 $(id -u) $(id -g)"; fi',
-            timeout_s=self._exec_limits.file_op_timeout_s,
+            'echo "644 $(id -u) $(id -g)"; fi'
         )
-        if result.exit_code != 0:
-            raise SandboxError(
-                f"could not create the directory {target.parent}: {result.output.strip()}"
-            )
-        fields = result.output.split()
-        if fields == ["denied"]:
-            raise SandboxError(f"permission denied: {target} is not writable by the sandbox user")
-        if len(fields) != 3:
-            raise SandboxError(f"could not prepare {target}: {result.output.strip()}")
-        return _FileOwner(int(fields[0], 8), int(fields[1]), int(fields[2]))
+        for _ in range(_PREPARE_ATTEMPTS):
+            result = await self.exec(script, timeout_s=self._exec_limits.file_op_timeout_s)
+            if result.exit_code != 0:
+                raise SandboxError(
+                    f"could not create the directory {target.parent}: {result.output.strip()}"
+                )
+            fields = result.output.split()
+            if fields == ["denied"]:
+                raise SandboxError(
+                    f"permission denied: {target} is not writable by the sandbox user"
+                )
+            if len(fields) == 3:
+                return _FileOwner(int(fields[0], 8), int(fields[1]), int(fields[2]))
+            # Seen in a 64-container soak: an exec that exited 0 came back with no output.
+            log.warning("retrying the write of %s: unexpected answer %r", target, result.output)
+        raise SandboxError(f"could not prepare {target}: {result.output.strip()!r}")
 
     # -- blocking helpers (worker threads) ----------------------------------------------------
 
@@ -387,6 +392,8 @@ class DockerSandbox:
 
 
 _KEEPALIVE_STEP_S = 10
+_PREPARE_ATTEMPTS = 3
+"""Tries of a file write's preparation whose answer came back malformed (lost exec output)."""
 _TMPFS_MOUNTS = ("/tmp",)
 """Mounted as tmpfs in every container (`_run_container`); the archive API does not see them."""
 _STAGING_DIR = "/var/tmp/.conductor-io"
