@@ -16,12 +16,14 @@ docker-py is synchronous; every call runs in a worker thread.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import logging
 import math
 import secrets
 import shlex
 import tarfile
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -50,6 +52,7 @@ from harness.sandbox.base import (
     kill_tagged_argv,
     new_exec_tag,
 )
+from harness.sandbox.docker_frames import exec_frames
 from harness.sandbox.labels import owner_labels
 from harness.sandbox.limits import ContainerLimits, ExecLimits
 
@@ -326,12 +329,16 @@ class DockerSandbox:
                 environment=env,
             )["Id"]
             stopped = False
-            for chunk in api.exec_start(exec_id, stream=True, demux=False):
+            for chunk in exec_frames(api.exec_start(exec_id, socket=True)):
                 window.feed(chunk)
                 if window.full and not stopped:  # kill it at the source; drain what is in flight
                     stopped = True
-                    kill_id = api.exec_create(self._container.id, kill_tagged_argv(tag))["Id"]
-                    api.exec_start(kill_id)
+                    # From another thread: this one keeps draining the stream meanwhile (a
+                    # daemon blocked on writing it can stall the kill's own exec otherwise).
+                    killer = threading.Thread(
+                        target=self._kill_tagged_blocking, args=(tag,), daemon=True
+                    )
+                    killer.start()
             exit_code = api.exec_inspect(exec_id)["ExitCode"]
         except docker.errors.NotFound as exc:
             raise self._died(exc) from exc
@@ -342,6 +349,13 @@ class DockerSandbox:
         if exit_code is None:
             raise self._died(RuntimeError("exec ended without an exit code"))
         return int(exit_code)
+
+    def _kill_tagged_blocking(self, tag: str) -> None:
+        """SIGKILL the processes of the command tagged `tag` (errors: the container is going)."""
+        api = self._client.api
+        with contextlib.suppress(docker.errors.DockerException, *_TRANSPORT_ERRORS):
+            kill_id = api.exec_create(self._container.id, kill_tagged_argv(tag))["Id"]
+            api.exec_start(kill_id)
 
     def _read_blocking(self, path: str) -> bytes:
         stream, _stat = self._container.get_archive(path)

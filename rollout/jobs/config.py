@@ -16,6 +16,7 @@ from pydantic import Field, field_validator, model_validator
 
 from envs.swe.datasets import DatasetConfig
 from harness.config import FrozenConfig, load_config
+from rollout.agent_api.config import AgentApiConfig
 from rollout.core.config import AsyncFactor, RolloutConfig
 from rollout.engines.faults import EngineFaultConfig
 from rollout.jobs.policies import resolve_policy_spec
@@ -165,6 +166,11 @@ class RunConfig(FrozenConfig):
         default_factory=EngineFaultConfig,
         description="Faults injected into the engine's generate calls, to test recovery "
         "(off by default).",
+    )
+    agent_api: AgentApiConfig = Field(
+        default_factory=AgentApiConfig,
+        description="A bring-your-own agent that plays each sample through an OpenAI-compatible "
+        "endpoint (`agent_api.agent`); off by default (the native agent loop).",
     )
     out_dir: str = Field(
         default="runs", min_length=1, description="Parent of the run directory (working dir)."

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -171,7 +172,11 @@ class AgentLoop:
             return self._result(infra_error=outcome.infra_error)
         if outcome.done:
             return self._result(
-                reward=outcome.reward, terminated=outcome.terminated, truncated=outcome.truncated
+                reward=outcome.reward,
+                terminated=outcome.terminated,
+                truncated=outcome.truncated,
+                truncation_reason=outcome.truncation_reason,
+                extra_info=outcome.trajectory_info,
             )
         if len(self._record.turns) >= self._config.max_turns:
             return self._result(reward=0.0, truncated=True, truncation_reason="max_turns")
@@ -370,6 +375,7 @@ class AgentLoop:
         truncated: bool = False,
         infra_error: str | None = None,
         truncation_reason: str | None = None,
+        extra_info: Mapping[str, Any] | None = None,
     ) -> Trajectory:
         sample, group = self._sample, self._sample.group
         return self._record.build(
@@ -389,6 +395,7 @@ class AgentLoop:
                 "retry": sample.retry,
                 "engine": self._engine_name,
                 "truncation_reason": truncation_reason,
+                **(extra_info or {}),
             },
         )
 

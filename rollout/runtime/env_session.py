@@ -59,9 +59,10 @@ class SampleRef:
 class ActOutcome:
     """What one action did. `observation_ids` are appended before the next turn (empty at the end).
 
-    `done` ends the episode (`terminated` by the env, or `truncated` by a limit); `infra_error`
-    voids it (the sample is retried). `pre_act_s` is the wait for an act slot or a container,
-    `act_s` the tool's own run time.
+    `done` ends the episode (`terminated` by the env, or `truncated` by a limit, named by
+    `truncation_reason`); `infra_error` voids it (the sample is retried). `pre_act_s` is the
+    wait for an act slot or a container, `act_s` the tool's own run time. `trajectory_info` is
+    kept in the finished trajectory's `info` (e.g. a recorded fork).
     """
 
     observation_ids: tuple[int, ...] = ()
@@ -75,6 +76,8 @@ class ActOutcome:
     pre_act_s: float = 0.0
     act_s: float = 0.0
     info: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    truncation_reason: str | None = None
+    trajectory_info: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
 
 
 @runtime_checkable
@@ -222,6 +225,7 @@ class TextEnvSession:
             pre_act_s=float(info.get("pre_act_s", 0.0)),
             act_s=float(info.get("act_s", 0.0)),
             info=info,
+            truncation_reason=_reason_text(info.get("truncation_reason")) if truncated else None,
         )
         if outcome.done:
             return outcome
@@ -257,3 +261,10 @@ def _infra_text(value: object) -> str | None:
     if isinstance(value, Mapping):
         return f"{value.get('code', 'infra_error')}: {value.get('message', '')}".strip()
     return str(value)
+
+
+def _reason_text(value: object) -> str | None:
+    """An env's truncation reason (a str enum, or None) as plain text."""
+    if value is None:
+        return None
+    return str(getattr(value, "value", value))

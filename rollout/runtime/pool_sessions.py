@@ -12,8 +12,8 @@ from types import MappingProxyType
 from typing import Any
 
 from harness.errors import DockerGoneError, SandboxError
-from harness.pool import EnvFactory, EnvPool
-from rollout.runtime.env_session import EnvSessionError, SampleRef, TextEnvSession
+from harness.pool import EnvFactory, EnvLease, EnvPool
+from rollout.runtime.env_session import EnvSession, EnvSessionError, SampleRef, TextEnvSession
 from rollout.trajectories.chat_format import ChatFormat
 from rollout.trajectories.tokenizer import ChatTemplate, Tokenizer
 
@@ -71,7 +71,7 @@ class PoolSessions:
         self._on_open = on_open
         self._chat_format = chat_format
 
-    async def open(self, sample: SampleRef) -> TextEnvSession:
+    async def open(self, sample: SampleRef) -> EnvSession:
         env = self._env_for(sample.group.prompt_index)
         session_id = f"{sample.sample_id}/r{sample.retry}"
         try:
@@ -88,6 +88,13 @@ class PoolSessions:
             raise EnvSessionError(f"no env for {sample.sample_id}: {exc}") from exc
         if self._on_open is not None:
             self._on_open(session_id, sample)
+        return self.session(lease, env, session_id, sample)
+
+    def session(
+        self, lease: EnvLease, env: PooledEnv, session_id: str, sample: SampleRef
+    ) -> EnvSession:
+        """The session that plays `sample` on its leased env (here: the native text session;
+        `rollout.agent_api.CaptureSessions` puts a bring-your-own agent there)."""
         return TextEnvSession(
             lease,
             self._tokenizer,

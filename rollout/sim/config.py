@@ -42,3 +42,9 @@ class ScriptedPolicyConfig(FrozenConfig):
         default=-2.0, lt=0.0, description="Lowest behaviour logprob the script reports."
     )
     seed: int = Field(default=0, description="Seed of each sample's strategy and logprobs.")
+    actions: tuple[str, ...] = Field(
+        default=(),
+        description="Fixed turn texts every sample plays instead of a drawn strategy (demos "
+        "and tests that need the same observations in every run, e.g. printf and cat, not "
+        "pytest's timings); the last one is repeated if the episode goes on.",
+    )

@@ -57,7 +57,9 @@ def _bash(command: str, thought: str) -> str:
 def agent_script(
     task: SWETask, rng: random.Random, config: ScriptedPolicyConfig, workdir: str = "/testbed"
 ) -> AgentScript:
-    """Draw a strategy and write its turns for `task`."""
+    """Draw a strategy and write its turns for `task` (or play `config.actions` as given)."""
+    if config.actions:
+        return AgentScript("fixed", tuple(config.actions))
     files = _DIFF_FILE.findall(task.patch)
     target = files[0] if files else "."
     word = _changed_word(task.patch)
