@@ -10,6 +10,7 @@ from rollout.cli import bench, calibrate, envs, images
 from rollout.cli.report import report
 from rollout.cli.run import run
 from rollout.cli.serve import serve_sglang, serve_sim
+from rollout.cli.serve_agent import serve_agent_api
 from rollout.cli.simulate import simulate
 
 __all__ = ["app", "main"]
@@ -29,6 +30,7 @@ app.command("report")(report)
 app.command("simulate")(simulate)
 app.command("serve-sim")(serve_sim)
 app.command("serve-sglang")(serve_sglang)
+app.command("serve-agent-api")(serve_agent_api)
 app.add_typer(images.app, name="images")
 app.add_typer(envs.app, name="envs")
 app.add_typer(bench.app, name="bench")

@@ -12,14 +12,15 @@ scripted agents there).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from envs.swe import SWEEnv, SWEEnvConfig, SWETask, load_shipped_tasks, swe_backend
-from envs.swe.actions import ParsedAction, parse_action, swe_tool_specs
+from envs.swe.actions import ParsedAction, openai_tool_schemas, parse_action, swe_tool_specs
 from envs.swe.datasets import DatasetConfig, load_dataset_tasks
 from envs.swe.images import TaskImageConfig, numeric_uid
 from envs.swe.runtime import BackendSandboxes
@@ -29,6 +30,10 @@ from harness.config import ConfigError
 from harness.events import EventBus
 from harness.handle import SandboxHandle
 from harness.pool import EnvPool, PoolConfig
+from rollout.agent_api.config import AgentApiConfig
+from rollout.agent_api.loading import load_agent
+from rollout.agent_api.server import AgentApiServer
+from rollout.agent_api.sessions import CaptureSessions
 from rollout.core.admission import AdmissionController
 from rollout.core.config import RolloutConfig
 from rollout.engines.base import Engine
@@ -231,23 +236,39 @@ async def run_swe_rollout(
         if agent is not None:  # a remote model reads its task from the prompt
             agent.register(session_id, tasks[sample.group.prompt_index], sample.sample_id)
 
+    agent_fn = load_agent(config.agent_api.agent, base_dir) if config.agent_api.agent else None
     engine: Engine | None = None
     try:
         engine = await connect()
         if config.engine_faults.enabled:
             engine = FaultyEngine(engine, config.engine_faults)
-        async with EnvPool(runtime.backend, pool_config, clock=clock, bus=bus) as pool:
-            sessions = PoolSessions(
-                pool,
-                env_for,
-                tokenizer,
-                system_prompt=config.system_prompt,
-                priorities=(config.agent_loop.high_priority, config.agent_loop.low_priority),
-                tool_of=swe_tool_name,
-                tool_result_chars=config.agent_loop.tool_result_chars,
-                on_open=on_open,
-                chat_format=chat_format,
-            )
+        async with (
+            EnvPool(runtime.backend, pool_config, clock=clock, bus=bus) as pool,
+            _agent_server(config.agent_api) as server,
+        ):
+            session_options: dict[str, Any] = {
+                "system_prompt": config.system_prompt,
+                "priorities": (config.agent_loop.high_priority, config.agent_loop.low_priority),
+                "tool_of": swe_tool_name,
+                "tool_result_chars": config.agent_loop.tool_result_chars,
+                "on_open": on_open,
+                "chat_format": chat_format,
+            }
+            sessions: PoolSessions
+            if server is None:
+                sessions = PoolSessions(pool, env_for, tokenizer, **session_options)
+            else:  # a bring-your-own agent plays each sample through the chat API
+                assert agent_fn is not None
+                sessions = CaptureSessions(
+                    pool,
+                    env_for,
+                    tokenizer,
+                    agent=agent_fn,
+                    server=server,
+                    tools=openai_tool_schemas(swe_tool_specs(pool_config.workdir)),
+                    call_timeout_s=config.agent_api.call_timeout_s,
+                    **session_options,
+                )
             conductor = Conductor(
                 rollout=rollout,
                 policy=policy,
@@ -295,6 +316,16 @@ async def run_swe_rollout(
         policy.name, digests, conductor, elapsed_s=elapsed_s, busy_s=busy_s
     )
     return SWERunResult(tuple(batches), summary, run_dir, backend, elapsed_s)
+
+
+@contextlib.asynccontextmanager
+async def _agent_server(config: AgentApiConfig) -> AsyncIterator[AgentApiServer | None]:
+    """The capture endpoint when the run has a bring-your-own agent, else None."""
+    if not config.agent:
+        yield None
+        return
+    async with AgentApiServer(config.model, config.host, config.port) as server:
+        yield server
 
 
 def _swe_env(
