@@ -48,6 +48,7 @@ __all__ = ["CaptureSession"]
 class _Call:
     body: dict[str, Any]
     reply: asyncio.Future[ApiReply]
+    arrived_s: float = 0.0  # time.monotonic() when it reached the session
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,8 +178,9 @@ class CaptureSession:
         self._turns += 1
         self._known.append(answer)
         assert self._pending is not None
+        served_s = time.monotonic() - self._pending.arrived_s
         self._pending.reply.set_result(
-            (200, self._completion(answer, prompt_tokens, len(generated_ids)))
+            (200, self._completion(answer, prompt_tokens, len(generated_ids), served_s))
         )
         self._pending = None
         started = time.monotonic()
@@ -250,7 +252,7 @@ class CaptureSession:
 
     async def _on_call(self, body: dict[str, Any]) -> ApiReply:
         reply: asyncio.Future[ApiReply] = asyncio.get_running_loop().create_future()
-        await self._events.put(_Call(body, reply))
+        await self._events.put(_Call(body, reply, time.monotonic()))
         return await reply
 
     async def _play(self, context: AgentContext) -> None:
@@ -277,7 +279,11 @@ class CaptureSession:
         self._env_reward, self._env_done = float(reward), bool(terminated or truncated)
         return StepResult(observation, float(reward), self._env_done, info)
 
-    def _completion(self, answer: Message, prompt_tokens: int, completion_tokens: int) -> dict:
+    def _completion(
+        self, answer: Message, prompt_tokens: int, completion_tokens: int, served_s: float
+    ) -> dict[str, Any]:
+        """An OpenAI chat completion, plus SGLang-style `meta_info`: the sample's session and
+        how long the call spent in the conductor (scheduling and generation)."""
         finish = "tool_calls" if answer.tool_calls else "stop"
         message = answer.to_openai()
         message["content"] = answer.content or None
@@ -294,6 +300,7 @@ class CaptureSession:
                 "completion_tokens": completion_tokens,
                 "total_tokens": prompt_tokens + completion_tokens,
             },
+            "meta_info": {"session_id": self._session_id, "served_s": served_s},
         }
 
     def _builder(self) -> ChatPromptBuilder:
