@@ -54,6 +54,35 @@ async def measuring_agent(ctx: AgentContext) -> float | None:
     return 1.0
 
 
+async def floor_ms(calls: int = 50) -> float:
+    """One client, a server that answers at once with a canned reply: the SDK + HTTP cost
+    alone on this machine (the reference for what the capture adds)."""
+    from rollout.agent_api.server import AgentApiServer
+
+    message = {"role": "assistant", "content": "ok"}
+    canned = {
+        "id": "x", "object": "chat.completion", "created": 0, "model": "m",
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }  # fmt: skip
+
+    async def answer(body: dict[str, object]) -> tuple[int, dict[str, object]]:
+        return 200, canned
+
+    async with AgentApiServer() as server:
+        token = server.register(answer)
+        client = AsyncOpenAI(base_url=server.base_url(token), api_key=token, max_retries=0)
+        times = []
+        for _ in range(calls):
+            started = time.monotonic()
+            await client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "hi"}]
+            )
+            times.append(1000 * (time.monotonic() - started))
+        await client.close()
+    return statistics.median(times)
+
+
 async def main(agents: int) -> None:
     group_size = 4
     config = load_config(
@@ -78,6 +107,7 @@ async def main(agents: int) -> None:
         f"{agents} agents at once, {len(ADDED_S)} chat calls in {elapsed:.1f} s (simulated "
         "engine, local sandboxes); added latency per call:"
     )
+    print(f"  floor: one client, canned reply, p50 {await floor_ms():.1f} ms")
     for label, keep in (("all calls", lambda i: True), ("after the first", lambda i: i > 0)):
         added_ms = sorted(1000 * value for index, value in ADDED_S if keep(index))
         p99 = added_ms[min(len(added_ms) - 1, int(0.99 * len(added_ms)))]
