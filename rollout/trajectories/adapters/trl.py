@@ -4,9 +4,10 @@ Required keys: `prompt_ids`, `completion_ids`, `logprobs` (one list per completi
 with `completion_ids`). `env_mask` (1 on model tokens, 0 on tool and template tokens) is what
 TRL reads as its tool mask; every other key reaches the reward functions as a keyword argument:
 `env_reward` carries our reward (use `lambda env_reward, **_: env_reward` as the reward
-function), `group_id`, `sample_id` and `stop_reason` ride along. TRL groups completions by
-position, `num_generations` per prompt in a row, so only groups whose every sample succeeded
-are kept (a failed sample drops its group, it is not replaced by a reward-0 stand-in).
+function), `group_id`, `sample_id` and `stop_reason` ride along. TRL passes each prompt
+`num_generations` times in a row and groups the completions the same way, so only groups whose
+every sample succeeded are kept (a failed sample drops its group; it is not replaced by a
+reward-0 stand-in). Tested through TRL's own `GRPOTrainer` (tests/.../test_adapters_trl.py).
 """
 
 from __future__ import annotations
