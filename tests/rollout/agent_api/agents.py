@@ -1,14 +1,13 @@
-"""Agents for the capture tests: the example agent, one that rewrites its history, one that
-crashes, one that brings its own reward."""
+"""Agents for the capture tests (beside examples/openai_agent.py): one that rewrites its
+history, one that crashes, one that brings its own reward."""
 
 from __future__ import annotations
 
 from openai import AsyncOpenAI
 
-from examples.openai_agent import agent as example_agent
 from rollout.agent_api import AgentContext
 
-__all__ = ["crashing", "example_agent", "own_reward", "rewriting"]
+__all__ = ["crashing", "own_reward", "rewriting"]
 
 
 async def rewriting(ctx: AgentContext) -> float | None:
