@@ -49,6 +49,7 @@ def test_serve_agent_api_runs_the_example_agent(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     [run_dir] = list(tmp_path.iterdir())
-    [group] = list(read_jsonl_groups(run_dir / "trajectories.jsonl"))
-    assert [t.reward for t in group] == [1.0, 1.0]  # the gold patch, applied through the agent
-    assert all(t.infra_error is None and len(t.turns) >= 3 for t in group)
+    samples = [t for group in read_jsonl_groups(run_dir / "trajectories.jsonl") for t in group]
+    assert len(samples) >= 2  # the consumed group, and any the staleness bound let finish
+    assert {t.reward for t in samples} == {1.0}  # the gold patch, applied through the agent
+    assert all(t.infra_error is None and len(t.turns) >= 3 for t in samples)
