@@ -33,6 +33,7 @@ from rollout.jobs.config import RunConfig  # noqa: E402
 from rollout.jobs.swe_run import run_swe_rollout  # noqa: E402
 
 ADDED_S: list[tuple[int, float]] = []  # (call index, seconds added)
+PROMPT_CHARS = [0]  # the size of the opening messages the agents got (for the floor)
 CALLS = 6
 
 
@@ -40,6 +41,7 @@ async def measuring_agent(ctx: AgentContext) -> float | None:
     """`CALLS` chat calls, each answered with a canned tool result; records the added time."""
     client = AsyncOpenAI(base_url=ctx.base_url, api_key=ctx.api_key, max_retries=0)
     messages = [dict(message) for message in ctx.messages]
+    PROMPT_CHARS[0] = sum(len(str(m.get("content", ""))) for m in messages)
     try:
         for index in range(CALLS):
             started = time.monotonic()
@@ -54,9 +56,10 @@ async def measuring_agent(ctx: AgentContext) -> float | None:
     return 1.0
 
 
-async def floor_ms(calls: int = 50) -> float:
-    """One client, a server that answers at once with a canned reply: the SDK + HTTP cost
-    alone on this machine (the reference for what the capture adds)."""
+async def floor_ms(agents: int, prompt_chars: int) -> tuple[float, float]:
+    """(p50, p99) of the same calls against a server that answers at once with a canned
+    reply: `agents` clients at once, the same number of calls and message sizes. What the
+    SDK and HTTP alone cost at this concurrency, on this machine (one process, 2 cores)."""
     from rollout.agent_api.server import AgentApiServer
 
     message = {"role": "assistant", "content": "ok"}
@@ -69,18 +72,23 @@ async def floor_ms(calls: int = 50) -> float:
     async def answer(body: dict[str, object]) -> tuple[int, dict[str, object]]:
         return 200, canned
 
+    times: list[float] = []
     async with AgentApiServer() as server:
-        token = server.register(answer)
-        client = AsyncOpenAI(base_url=server.base_url(token), api_key=token, max_retries=0)
-        times = []
-        for _ in range(calls):
-            started = time.monotonic()
-            await client.chat.completions.create(
-                model="m", messages=[{"role": "user", "content": "hi"}]
-            )
-            times.append(1000 * (time.monotonic() - started))
-        await client.close()
-    return statistics.median(times)
+
+        async def client_loop() -> None:
+            token = server.register(answer)
+            client = AsyncOpenAI(base_url=server.base_url(token), api_key=token, max_retries=0)
+            messages: list[dict[str, str]] = [{"role": "user", "content": "x" * prompt_chars}]
+            for index in range(CALLS):
+                started = time.monotonic()
+                await client.chat.completions.create(model="m", messages=messages)
+                times.append(1000 * (time.monotonic() - started))
+                messages += [message, {"role": "user", "content": f"tool output {index}"}]
+            await client.close()
+
+        await asyncio.gather(*(client_loop() for _ in range(agents)))
+    times.sort()
+    return statistics.median(times), times[min(len(times) - 1, int(0.99 * len(times)))]
 
 
 async def main(agents: int) -> None:
@@ -107,7 +115,8 @@ async def main(agents: int) -> None:
         f"{agents} agents at once, {len(ADDED_S)} chat calls in {elapsed:.1f} s (simulated "
         "engine, local sandboxes); added latency per call:"
     )
-    print(f"  floor: one client, canned reply, p50 {await floor_ms():.1f} ms")
+    p50, p99 = await floor_ms(agents, PROMPT_CHARS[0])
+    print(f"  floor (canned replies, same load) p50 {p50:6.1f} ms   p99 {p99:6.1f} ms")
     for label, keep in (("all calls", lambda i: True), ("after the first", lambda i: i > 0)):
         added_ms = sorted(1000 * value for index, value in ADDED_S if keep(index))
         p99 = added_ms[min(len(added_ms) - 1, int(0.99 * len(added_ms)))]
