@@ -67,3 +67,17 @@ def test_the_trainer_adapters_example_feeds_every_trainer_the_same_samples() -> 
     count = rows.group(1)
     assert f"skyrl: {count} responses" in output and f"slime: {count} samples" in output
     assert f"trl: {count} completions" in output and f"hf: {count} rows" in output
+
+
+@pytest.mark.parametrize(
+    ("example", "says"),
+    [
+        ("verl_dataproto.py", r"verl DataProto: \d+ rows"),
+        ("skyrl_generator.py", r"SkyRL GeneratorOutput: \d+ responses"),
+        ("slime_samples.py", r"slime Samples: \d+; the first has \d+ tokens"),
+        ("trl_grpo.py", r"TRL GRPOTrainer step done; reward \d"),
+        ("hf_dataset.py", r"Hugging Face dataset: \d+ rows"),
+    ],
+)
+def test_each_trainer_example_feeds_its_trainer(example: str, says: str) -> None:
+    assert re.search(says, _run(EXAMPLES / "trainers" / example)), example

@@ -1,0 +1,33 @@
+"""One training batch from the conductor on the simulated engine (shared by these examples).
+
+In training you take batches from your own run's `conductor.batches()` (see
+examples/batch_stream.py) or read a run directory's trajectories.jsonl with
+`rollout.trajectories.writers.read_jsonl_groups`.
+"""
+
+import contextlib
+from pathlib import Path
+
+from harness.config import load_config
+from rollout import SimulateConfig, load_simulation, resolve_policy
+from rollout.jobs.simulation import simulated_conductor
+from rollout.sim.vtime import run_virtual
+from rollout.trajectories.batch import Batch
+
+CONFIG = Path(__file__).resolve().parents[2] / "configs" / "simulate" / "short_context.yaml"
+
+
+def first_batch(*overrides: str) -> Batch:
+    """B complete groups of K samples, in virtual time (a few seconds); `overrides` are
+    `key=value` settings of the simulation (e.g. a smaller workload vocabulary)."""
+
+    async def take() -> Batch:
+        config = load_config(SimulateConfig, CONFIG, list(overrides))
+        simulation = load_simulation(config, CONFIG.parent)
+        async with (
+            simulated_conductor(simulation, resolve_policy("conductor")) as conductor,
+            contextlib.aclosing(conductor.batches()) as batches,
+        ):
+            return await anext(batches)
+
+    return run_virtual(take())
