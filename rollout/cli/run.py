@@ -21,6 +21,7 @@ from rich.table import Table
 
 from harness.config import load_config
 from harness.errors import HarnessError
+from rollout.agent_api.loading import load_agent
 from rollout.cli.console import config_and_overrides, console, fail
 from rollout.cli.run_dirs import new_run_dir
 from rollout.cli.shutdown import Interrupted, run_until_signal
@@ -74,11 +75,13 @@ def run(
         console.print(f"resuming {run_dir} after step {done} of {settings.steps}")
     else:
         config, extra = config_and_overrides(config, overrides, DEFAULT_RUN_CONFIG)
+        base_dir = config.resolve().parent
         try:
             settings = load_config(RunConfig, config, extra)
+            if settings.agent_api.agent:  # a wrong agent spec fails before any run directory
+                load_agent(settings.agent_api.agent, base_dir)
         except HarnessError as exc:
             fail(str(exc))
-        base_dir = config.resolve().parent
         run_dir = new_run_dir(out or Path(settings.out_dir))
         write_resume_info(run_dir, settings.model_dump(mode="json"), base_dir)
 

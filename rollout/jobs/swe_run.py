@@ -178,6 +178,7 @@ async def run_swe_rollout(
             return await SGLangEngine.connect(sglang_config, encode=tokenizer.encode)
 
         described_engine = {"sglang": sglang_config.model_dump(mode="json")}
+    agent_fn = load_agent(config.agent_api.agent, base_dir) if config.agent_api.agent else None
     runtime = swe_backend(
         pool_config.backend,
         TaskImageConfig(agent_uid=numeric_uid(pool_config.container.user)),
@@ -236,7 +237,6 @@ async def run_swe_rollout(
         if agent is not None:  # a remote model reads its task from the prompt
             agent.register(session_id, tasks[sample.group.prompt_index], sample.sample_id)
 
-    agent_fn = load_agent(config.agent_api.agent, base_dir) if config.agent_api.agent else None
     engine: Engine | None = None
     try:
         engine = await connect()

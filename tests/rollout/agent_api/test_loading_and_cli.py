@@ -53,3 +53,11 @@ def test_serve_agent_api_runs_the_example_agent(tmp_path: Path) -> None:
     assert len(samples) >= 2  # the consumed group, and any the staleness bound let finish
     assert {t.reward for t in samples} == {1.0}  # the gold patch, applied through the agent
     assert all(t.infra_error is None and len(t.turns) >= 3 for t in samples)
+
+
+def test_a_wrong_agent_fails_in_one_line_before_any_run_directory(tmp_path: Path) -> None:
+    app = typer.Typer()
+    app.command()(serve_agent_api)
+    result = CliRunner().invoke(app, ["nowhere.py:agent", "steps=1", "--out", str(tmp_path)])
+    assert result.exit_code == 1 and "no Python file at nowhere.py" in result.output
+    assert "Traceback" not in result.output and list(tmp_path.iterdir()) == []
