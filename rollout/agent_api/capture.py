@@ -37,7 +37,12 @@ from rollout.agent_api.conversation import (
     tools_system_text,
 )
 from rollout.agent_api.server import AgentApiServer, ApiReply, api_error
-from rollout.runtime.env_session import ActOutcome, EnvSessionError
+from rollout.runtime.env_session import (
+    ActOutcome,
+    EnvSessionError,
+    model_text,
+    started_builder,
+)
 from rollout.trajectories.chat_format import ChatFormat
 from rollout.trajectories.tokenizer import ChatPromptBuilder, ChatTemplate, Tokenizer
 
@@ -304,17 +309,10 @@ class CaptureSession:
         }
 
     def _builder(self) -> ChatPromptBuilder:
-        if self._chat is None:
-            raise EnvSessionError("the session has not started; call start() first")
-        return self._chat
+        return started_builder(self._chat)
 
     def _decode(self, ids: Sequence[int]) -> str:
-        """The model's text without the turn's stop token (the agent must not see it)."""
-        stops = set(self._builder().stop_token_ids())
-        end = len(ids)
-        while end and ids[end - 1] in stops:
-            end -= 1
-        return self._tokenizer.decode(ids[:end])
+        return model_text(self._tokenizer, ids, self._builder().stop_token_ids())
 
 
 def _request(body: Mapping[str, Any]) -> tuple[tuple[Message, ...], list[Mapping[str, Any]]]:

@@ -36,6 +36,8 @@ __all__ = [
     "SampleRef",
     "SessionFactory",
     "TextEnvSession",
+    "model_text",
+    "started_builder",
 ]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -241,17 +243,26 @@ class TextEnvSession:
         await self._lease.release()
 
     def _builder(self) -> ChatPromptBuilder:
-        if self._chat is None:
-            raise EnvSessionError("the session has not started; call start() first")
-        return self._chat
+        return started_builder(self._chat)
 
     def _decode(self, ids: Sequence[int]) -> str:
-        """The model's text without the turn's stop token (the env must not see it)."""
-        stops = set(self._builder().stop_token_ids())
-        end = len(ids)
-        while end and ids[end - 1] in stops:
-            end -= 1
-        return self._tokenizer.decode(ids[:end])
+        return model_text(self._tokenizer, ids, self._builder().stop_token_ids())
+
+
+def started_builder(chat: ChatPromptBuilder | None) -> ChatPromptBuilder:
+    """A session's builder, once `start()` has made it."""
+    if chat is None:
+        raise EnvSessionError("the session has not started; call start() first")
+    return chat
+
+
+def model_text(tokenizer: Tokenizer, ids: Sequence[int], stop_ids: Sequence[int]) -> str:
+    """The model's turn as text without its stop token (the env or agent must not see it)."""
+    stops = set(stop_ids)
+    end = len(ids)
+    while end and ids[end - 1] in stops:
+        end -= 1
+    return tokenizer.decode(ids[:end])
 
 
 def _infra_text(value: object) -> str | None:
