@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import inspect
+import sys
 from pathlib import Path
+from types import ModuleType
 
 from harness.errors import ConfigError
 from rollout.agent_api.context import AgentFn
@@ -28,14 +31,7 @@ def load_agent(spec: str, base_dir: Path | None = None) -> AgentFn:
         )
     try:
         if module_name.endswith(".py"):
-            path = Path(module_name)
-            if not path.is_absolute() and base_dir is not None and (base_dir / path).exists():
-                path = base_dir / path
-            loader_spec = importlib.util.spec_from_file_location(path.stem, path)
-            if loader_spec is None or loader_spec.loader is None or not path.is_file():
-                raise ConfigError(f"agent {spec!r}: no Python file at {path}")
-            module = importlib.util.module_from_spec(loader_spec)
-            loader_spec.loader.exec_module(module)
+            module = _file_module(spec, module_name, base_dir)
         else:
             module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -46,3 +42,25 @@ def load_agent(spec: str, base_dir: Path | None = None) -> AgentFn:
     if not inspect.iscoroutinefunction(function):
         raise ConfigError(f"agent {spec!r}: it must be an `async def` of one AgentContext")
     return function  # type: ignore[no-any-return]
+
+
+def _file_module(spec: str, file_name: str, base_dir: Path | None) -> ModuleType:
+    """The module of a `.py` file, run once per process (kept in `sys.modules` under a name
+    of its path, as `import` keeps packages): the CLI's check and the run share it."""
+    path = Path(file_name)
+    if not path.is_absolute() and base_dir is not None and (base_dir / path).exists():
+        path = base_dir / path
+    name = "_conductor_agent_" + hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
+    if name in sys.modules:
+        return sys.modules[name]
+    loader_spec = importlib.util.spec_from_file_location(name, path)
+    if loader_spec is None or loader_spec.loader is None or not path.is_file():
+        raise ConfigError(f"agent {spec!r}: no Python file at {path}")
+    module = importlib.util.module_from_spec(loader_spec)
+    sys.modules[name] = module
+    try:
+        loader_spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module

@@ -17,7 +17,9 @@ from tests.paths import REPO_ROOT
 
 def test_an_agent_loads_from_a_module_or_a_file() -> None:
     assert load_agent("examples.openai_agent:agent").__name__ == "agent"
-    assert load_agent("examples/openai_agent.py:agent", REPO_ROOT).__name__ == "agent"
+    from_file = load_agent("examples/openai_agent.py:agent", REPO_ROOT)
+    assert from_file.__name__ == "agent"
+    assert load_agent("examples/openai_agent.py:agent", REPO_ROOT) is from_file  # run once
 
 
 @pytest.mark.parametrize(
