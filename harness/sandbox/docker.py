@@ -281,8 +281,8 @@ class DockerSandbox:
         """Create `target`'s directory; return the mode and owner to write it with.
 
         A replaced file keeps its mode and owner (an edited script stays executable, as with
-        `LocalSandbox`); a new one is 0644 root. The archive then holds the file alone, so no
-        existing directory has its mode or owner reset by the extraction.
+        `LocalSandbox`); a new one is 0644, owned by the command user. The archive then holds
+        the file alone, so no existing directory has its mode or owner reset by the extraction.
         """
         parent, name = shlex.quote(str(target.parent)), shlex.quote(str(target))
         stage = f" {_STAGING_DIR}" if staging else ""
@@ -295,21 +295,16 @@ class DockerSandbox:
             f"else [ -w {parent} ] || {{ echo denied; exit 0; }}; "
             'echo "644 $(id -u) $(id -g)"; fi'
         )
-        for _ in range(_PREPARE_ATTEMPTS):
-            result = await self.exec(script, timeout_s=self._exec_limits.file_op_timeout_s)
-            if result.exit_code != 0:
-                raise SandboxError(
-                    f"could not create the directory {target.parent}: {result.output.strip()}"
-                )
-            fields = result.output.split()
-            if fields == ["denied"]:
-                raise SandboxError(
-                    f"permission denied: {target} is not writable by the sandbox user"
-                )
-            if len(fields) == 3:
-                return _FileOwner(int(fields[0], 8), int(fields[1]), int(fields[2]))
-            # Seen in a 64-container soak: an exec that exited 0 came back with no output.
-            log.warning("retrying the write of %s: unexpected answer %r", target, result.output)
+        result = await self.exec(script, timeout_s=self._exec_limits.file_op_timeout_s)
+        if result.exit_code != 0:
+            raise SandboxError(
+                f"could not create the directory {target.parent}: {result.output.strip()}"
+            )
+        fields = result.output.split()
+        if fields == ["denied"]:
+            raise SandboxError(f"permission denied: {target} is not writable by the sandbox user")
+        if len(fields) == 3:
+            return _FileOwner(int(fields[0], 8), int(fields[1]), int(fields[2]))
         raise SandboxError(f"could not prepare {target}: {result.output.strip()!r}")
 
     # -- blocking helpers (worker threads) ----------------------------------------------------
@@ -406,8 +401,6 @@ class DockerSandbox:
 
 
 _KEEPALIVE_STEP_S = 10
-_PREPARE_ATTEMPTS = 3
-"""Tries of a file write's preparation whose answer came back malformed (lost exec output)."""
 _TMPFS_MOUNTS = ("/tmp",)
 """Mounted as tmpfs in every container (`_run_container`); the archive API does not see them."""
 _STAGING_DIR = "/var/tmp/.conductor-io"
