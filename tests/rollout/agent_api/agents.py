@@ -24,18 +24,19 @@ async def rewriting(ctx: AgentContext) -> float | None:
 
 
 async def crashing(ctx: AgentContext) -> float | None:
-    client = AsyncOpenAI(base_url=ctx.base_url, api_key=ctx.api_key, max_retries=0)
-    try:
-        await client.chat.completions.create(model=ctx.model, messages=list(ctx.messages))
-    finally:
-        await client.close()
+    await _one_call(ctx)
     raise RuntimeError("the agent's own bug")
 
 
 async def own_reward(ctx: AgentContext) -> float | None:
+    await _one_call(ctx)
+    return 0.75
+
+
+async def _one_call(ctx: AgentContext) -> None:
+    """One chat call with the opening messages (the sample then has its first turn)."""
     client = AsyncOpenAI(base_url=ctx.base_url, api_key=ctx.api_key, max_retries=0)
     try:
         await client.chat.completions.create(model=ctx.model, messages=list(ctx.messages))
     finally:
         await client.close()
-    return 0.75

@@ -9,6 +9,7 @@ lists are copied below from their sources, with the file named.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -70,16 +71,20 @@ def trainable() -> list[Trajectory]:
 Position = tuple[int, float, int]  # (token id, behaviour logprob, loss mask) of one response token
 
 
-def expected(trajectory: Trajectory) -> list[Position]:
+def positions(ids: Sequence[int], logprobs: Sequence[float], mask: Sequence[int]) -> list[Position]:
+    """An adapter's response positions, one (id, logprob, mask) per token."""
+    return list(zip(ids, logprobs, mask, strict=True))
+
+
+def expected(trajectory: Trajectory, abs_tolerance: float | None = None) -> list[object]:
+    """The trajectory's response positions, logprobs compared with `pytest.approx`."""
     cut = trajectory.prompt_tokens
-    return list(
-        zip(
-            trajectory.token_ids[cut:],
-            trajectory.logprobs[cut:],
-            trajectory.loss_mask[cut:],
-            strict=True,
+    return [
+        (token, pytest.approx(logprob, abs=abs_tolerance), mask)
+        for token, logprob, mask in positions(
+            trajectory.token_ids[cut:], trajectory.logprobs[cut:], trajectory.loss_mask[cut:]
         )
-    )
+    ]
 
 
 def test_the_split_keeps_the_prompt_free_of_trained_tokens() -> None:
@@ -95,15 +100,12 @@ def test_verl_rows_keep_every_response_token_aligned() -> None:
     width_p = batch.tensors["prompts"].shape[1]
     for row, trajectory in enumerate(trainable()):
         length = len(trajectory.token_ids) - trajectory.prompt_tokens
-        got = list(
-            zip(
-                batch.tensors["responses"][row, :length].tolist(),
-                batch.tensors["rollout_log_probs"][row, :length].tolist(),
-                batch.tensors["response_mask"][row, :length].tolist(),
-                strict=True,
-            )
+        got = positions(
+            batch.tensors["responses"][row, :length].tolist(),
+            batch.tensors["rollout_log_probs"][row, :length].tolist(),
+            batch.tensors["response_mask"][row, :length].tolist(),
         )
-        assert [(t, pytest.approx(lp), m) for t, lp, m in expected(trajectory)] == got
+        assert expected(trajectory) == got
         real = batch.tensors["attention_mask"][row].bool()
         assert batch.tensors["input_ids"][row][real].tolist() == list(trajectory.token_ids)
         # positions count real tokens: the first response token sits at the prompt's length
@@ -171,15 +173,10 @@ def test_skyrl_generator_output_has_skyrls_keys_and_aligned_lists() -> None:
     output = to_skyrl_output(groups())
     assert set(output) == SKYRL_GENERATOR_OUTPUT_KEYS
     for i, trajectory in enumerate(trainable()):
-        got = list(
-            zip(
-                output["response_ids"][i],
-                output["rollout_logprobs"][i],
-                output["loss_masks"][i],
-                strict=True,
-            )
+        got = positions(
+            output["response_ids"][i], output["rollout_logprobs"][i], output["loss_masks"][i]
         )
-        assert got == [(t, pytest.approx(lp), m) for t, lp, m in expected(trajectory)]
+        assert got == expected(trajectory)
         assert output["prompt_token_ids"][i] == list(
             trajectory.token_ids[: trajectory.prompt_tokens]
         )
@@ -198,12 +195,8 @@ def test_slime_samples_use_slimes_fields_and_cover_the_response_only() -> None:
         assert set(sample) <= SLIME_SAMPLE_FIELDS and sample["status"] in SLIME_STATUS_VALUES
         assert sample["tokens"] == list(trajectory.token_ids)
         n = sample["response_length"]
-        got = list(
-            zip(
-                sample["tokens"][-n:], sample["rollout_log_probs"], sample["loss_mask"], strict=True
-            )
-        )
-        assert got == [(t, pytest.approx(lp), m) for t, lp, m in expected(trajectory)]
+        got = positions(sample["tokens"][-n:], sample["rollout_log_probs"], sample["loss_mask"])
+        assert got == expected(trajectory)
     assert [s["status"] for s in samples].count("truncated") == 1
     assert samples[3]["weight_versions"] == ["4"] and samples[3]["group_index"] == 1
     kept = to_slime_samples(groups(), keep_failed=True)
@@ -216,15 +209,8 @@ def test_trl_rollout_has_the_required_keys_and_drops_groups_with_a_failure() -> 
     assert {"prompt_ids", "completion_ids", "logprobs"} <= set(output)
     assert output["group_id"] == ["g1"] * 3  # g2 lost a sample: TRL needs all 3 in a row
     for i, trajectory in enumerate(groups()[0]):
-        got = list(
-            zip(
-                output["completion_ids"][i],
-                output["logprobs"][i],
-                output["env_mask"][i],
-                strict=True,
-            )
-        )
-        assert got == [(t, pytest.approx(lp), m) for t, lp, m in expected(trajectory)]
+        got = positions(output["completion_ids"][i], output["logprobs"][i], output["env_mask"][i])
+        assert got == expected(trajectory)
     assert output["env_reward"] == [1.0, 0.0, 1.0]
     with pytest.raises(ValueError, match="num_generations"):
         to_trl_rollout(groups(), num_generations=4)
@@ -238,9 +224,7 @@ def test_the_hf_dataset_round_trips_with_its_dtypes(tmp_path: Path) -> None:
     dataset.save_to_disk(str(tmp_path / "ds"))
     loaded = datasets.load_from_disk(str(tmp_path / "ds"))
     for row, trajectory in zip(loaded, trainable(), strict=True):
-        got = list(
-            zip(row["response_ids"], row["response_logprobs"], row["response_mask"], strict=True)
-        )
-        assert got == [(t, pytest.approx(lp, abs=1e-6), m) for t, lp, m in expected(trajectory)]
+        got = positions(row["response_ids"], row["response_logprobs"], row["response_mask"])
+        assert got == expected(trajectory, abs_tolerance=1e-6)
     assert loaded["status"].count("truncated") == 1
     assert to_hf_dataset(groups(), keep_failed=True)["reward"][-1] is None
