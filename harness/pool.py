@@ -281,6 +281,16 @@ class EnvPool:
     def warm_count(self, image: str) -> int:
         return len(self._warm.get(image, ()))
 
+    @property
+    def capacity(self) -> int:
+        """How many sandboxes it may keep live at once (`max_live`)."""
+        return self.config.max_live
+
+    @property
+    def leased(self) -> int:
+        """Leases not yet released."""
+        return self._leased
+
     async def wait_warm(self, image: str, count: int | None = None) -> None:
         """Wait until `count` (default: warm_per_image) warm sandboxes of `image` are ready."""
         target = self.config.warm_per_image if count is None else count

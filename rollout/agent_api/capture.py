@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.errors import SandboxError
-from harness.pool import EnvLease
+from harness.fleet import Lease
 from rollout.agent_api.context import AgentContext, AgentFn, StepResult
 from rollout.agent_api.conversation import (
     Continuation,
@@ -84,7 +84,7 @@ class CaptureSession:
         *,
         agent: AgentFn,
         server: AgentApiServer,
-        lease: EnvLease | None,
+        lease: Lease | None,
         tokenizer: Tokenizer,
         session_id: str,
         sample_id: str,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.pool import EnvLease
+from harness.fleet import Lease
 from rollout.agent_api.capture import CaptureSession
 from rollout.agent_api.context import AgentFn
 from rollout.agent_api.server import AgentApiServer
@@ -39,7 +39,7 @@ class CaptureSessions(PoolSessions):
         self._call_timeout_s = call_timeout_s
 
     def session(
-        self, lease: EnvLease, env: PooledEnv, session_id: str, sample: SampleRef
+        self, lease: Lease, env: PooledEnv, session_id: str, sample: SampleRef
     ) -> EnvSession:
         return CaptureSession(
             agent=self._agent,

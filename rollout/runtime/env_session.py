@@ -23,7 +23,7 @@ from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 from harness.errors import SandboxError
-from harness.pool import EnvLease
+from harness.fleet import Lease
 from rollout.core.types import Group
 from rollout.errors import RolloutError
 from rollout.trajectories.chat_format import ChatFormat
@@ -147,7 +147,7 @@ class TextEnvSession:
 
     def __init__(
         self,
-        lease: EnvLease,
+        lease: Lease,
         tokenizer: Tokenizer,
         *,
         session_id: str,

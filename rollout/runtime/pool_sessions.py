@@ -12,7 +12,8 @@ from types import MappingProxyType
 from typing import Any
 
 from harness.errors import DockerGoneError, SandboxError
-from harness.pool import EnvFactory, EnvLease, EnvPool
+from harness.fleet import Lease, LeasePool
+from harness.pool import EnvFactory
 from rollout.runtime.env_session import EnvSession, EnvSessionError, SampleRef, TextEnvSession
 from rollout.trajectories.chat_format import ChatFormat
 from rollout.trajectories.tokenizer import ChatTemplate, Tokenizer
@@ -35,7 +36,7 @@ class PoolSessions:
     """Text envs leased from `pool` and rendered as chat (`TextEnvSession`).
 
     Args:
-        pool: the env pool (entered by the caller).
+        pool: the env pool or a fleet of them (entered by the caller).
         env_for: the env of a prompt index (e.g. which task, in which image).
         tokenizer: renders observations, decodes actions.
         system_prompt: system message before each env's first observation.
@@ -48,7 +49,7 @@ class PoolSessions:
 
     def __init__(
         self,
-        pool: EnvPool,
+        pool: LeasePool,
         env_for: Callable[[int], PooledEnv],
         tokenizer: Tokenizer,
         *,
@@ -91,7 +92,7 @@ class PoolSessions:
         return self.session(lease, env, session_id, sample)
 
     def session(
-        self, lease: EnvLease, env: PooledEnv, session_id: str, sample: SampleRef
+        self, lease: Lease, env: PooledEnv, session_id: str, sample: SampleRef
     ) -> EnvSession:
         """The session that plays `sample` on its leased env (here: the native text session;
         `rollout.agent_api.CaptureSessions` puts a bring-your-own agent there)."""
