@@ -18,14 +18,15 @@ def summarize_conductor_run(
     elapsed_s: float,
     busy_s: float,
 ) -> RunSummary:
-    """`summarize_run` over one engine's run, from what the conductor counted."""
+    """`summarize_run` from what the conductor counted; `busy_s` is the engines' busy time
+    summed (the busy fraction is over all of the conductor's engines)."""
     return summarize_run(
         policy,
         batches,
         origin_s=conductor.origin_s,
         elapsed_s=elapsed_s,
         busy_s=busy_s,
-        engines=1,
+        engines=len(conductor.engine_counters),
         counters=conductor.engine_counters,
         dispatch=conductor.stats.dispatch,
     )

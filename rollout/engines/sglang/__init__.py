@@ -13,6 +13,7 @@ from rollout.engines.sglang.client import (
     SGLangEngine,
     WeightLoad,
     backoff_delays,
+    connect_sglang_engines,
 )
 from rollout.engines.sglang.config import SGLangEngineConfig
 from rollout.engines.sglang.transport import EngineTransportError
@@ -27,4 +28,5 @@ __all__ = [
     "SGLangEngineConfig",
     "WeightLoad",
     "backoff_delays",
+    "connect_sglang_engines",
 ]

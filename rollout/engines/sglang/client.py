@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rollout.engines.base import (
+    Engine,
     EngineError,
     EngineStats,
     FinishReason,
@@ -61,6 +62,7 @@ __all__ = [
     "SGLangEngine",
     "WeightLoad",
     "backoff_delays",
+    "connect_sglang_engines",
 ]
 
 log = logging.getLogger(__name__)
@@ -565,6 +567,23 @@ class SGLangEngine:
             raise EngineError(f"engine {self.name!r} is closed; connect a new one")
         if not self._endpoints:
             raise EngineError(f"engine {self.name!r} was not started; use SGLangEngine.connect")
+
+
+async def connect_sglang_engines(
+    config: SGLangEngineConfig, *, encode: Callable[[str], Sequence[int]] | None = None
+) -> list[Engine]:
+    """The started engines `config` stands for: one per endpoint with `engine_per_endpoint`
+    (data-parallel ranks the scheduler places samples on), else one that routes itself.
+    If one cannot start, the others are closed and the error is raised."""
+    engines: list[Engine] = []
+    try:
+        for part in config.per_endpoint():
+            engines.append(await SGLangEngine.connect(part, encode=encode))
+    except BaseException:
+        for engine in engines:
+            await engine.aclose()
+        raise
+    return engines
 
 
 def _aborted(request: GenerateRequest) -> GenerateResult:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from harness.config import FrozenConfig
 
@@ -20,6 +20,14 @@ class SGLangEngineConfig(FrozenConfig):
         min_length=1,
         description="Base URLs of the SGLang servers (scheme, host, port); several are routed "
         "by session, sticky with load-aware spill-over.",
+    )
+    engine_per_endpoint: bool = Field(
+        default=False,
+        description="Each endpoint is an engine of its own for the scheduler (data-parallel "
+        "ranks, named <name>-<index>): a sample is placed on one and stays, its group's "
+        "samples prefer it, KV is accounted per server and `scheduler.dp_quota` spreads "
+        "critical work over them. false: one engine whose client routes sessions over the "
+        "endpoints by load.",
     )
     router: bool = Field(
         default=False,
@@ -116,3 +124,22 @@ class SGLangEngineConfig(FrozenConfig):
         if len(set(cleaned)) != len(cleaned):
             raise ValueError(f"endpoints repeat: {list(endpoints)}")
         return tuple(cleaned)
+
+    @model_validator(mode="after")
+    def _one_routing(self) -> SGLangEngineConfig:
+        if self.router and self.engine_per_endpoint:
+            raise ValueError(
+                "router: true routes inside sglang-router, engine_per_endpoint: true places "
+                "samples on each server from the scheduler; choose one"
+            )
+        return self
+
+    def per_endpoint(self) -> tuple[SGLangEngineConfig, ...]:
+        """The configs of the engines this one stands for: one per endpoint with
+        `engine_per_endpoint`, else itself."""
+        if not self.engine_per_endpoint:
+            return (self,)
+        return tuple(
+            self.model_copy(update={"name": f"{self.name}-{index}", "endpoints": (url,)})
+            for index, url in enumerate(self.endpoints)
+        )

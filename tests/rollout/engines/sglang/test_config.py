@@ -38,3 +38,21 @@ def test_a_router_takes_exactly_one_url() -> None:
     config = SGLangEngineConfig(endpoints=("http://a:1", "http://b:1"), router=True)
     with pytest.raises(EngineStartupError, match="exactly one endpoint"):
         SGLangEngine(config)
+
+
+def test_engine_per_endpoint_makes_one_named_engine_config_per_server() -> None:
+    config = SGLangEngineConfig(endpoints=("http://a:1", "http://b:1"), engine_per_endpoint=True)
+    parts = config.per_endpoint()
+    assert [(part.name, part.endpoints) for part in parts] == [
+        ("sglang-0", ("http://a:1",)),
+        ("sglang-1", ("http://b:1",)),
+    ]
+    assert all(not part.engine_per_endpoint or len(part.endpoints) == 1 for part in parts)
+    assert SGLangEngineConfig(endpoints=("http://a:1", "http://b:1")).per_endpoint() == (
+        SGLangEngineConfig(endpoints=("http://a:1", "http://b:1")),
+    )
+
+
+def test_a_router_cannot_also_be_split_into_engines() -> None:
+    with pytest.raises(ConfigError, match="choose one"):
+        load_config(SGLangEngineConfig, SHIPPED, ["router=true", "engine_per_endpoint=true"])
