@@ -21,7 +21,7 @@ from rollout.core.config import AsyncFactor, RolloutConfig
 from rollout.engines.faults import EngineFaultConfig
 from rollout.jobs.policies import resolve_policy_spec
 from rollout.runtime.config import AgentLoopConfig, ConductorConfig
-from rollout.sim.config import ScriptedPolicyConfig, TrainerSimConfig
+from rollout.sim.config import ClusterConfig, ScriptedPolicyConfig, TrainerSimConfig
 
 __all__ = ["ConfigRef", "RunConfig", "SimulateConfig", "shape_rollout"]
 
@@ -85,6 +85,11 @@ class SimulateConfig(FrozenConfig):
     agent_loop: AgentLoopConfig = Field(default_factory=AgentLoopConfig)
     conductor: ConductorConfig = Field(default_factory=ConductorConfig)
     trainer: TrainerSimConfig = Field(default_factory=TrainerSimConfig)
+    cluster: ClusterConfig = Field(
+        default_factory=ClusterConfig,
+        description="Simulated engines and env nodes (default: one engine, no env limits). "
+        "B (groups_per_step) is not scaled with it: set it for the cluster's size.",
+    )
     write_trajectories: bool = Field(
         default=True,
         description="Write trajectories.jsonl (full token arrays: JSON costs about as much CPU as "

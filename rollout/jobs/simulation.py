@@ -1,18 +1,22 @@
-"""One simulated run: a policy's conductor, the simulated engine and envs, and the trainer.
+"""One simulated run: a policy's conductor, the simulated engines and envs, and the trainer.
 
 `load_simulation` reads a `SimulateConfig`'s files once; `simulate_policy` then runs one policy
 with the simulated trainer for `steps` training steps on whatever loop it is awaited on —
 `rollout.sim.vtime.run_virtual` for simulated time (the `conductor simulate` command), or a
-test's loop. Every policy gets the same workload, engine, model and seed. `simulated_conductor`
-gives the same conductor to a trainer loop of your own instead.
+test's loop. Every policy gets the same workload, engines, model, cluster and seed.
+`simulated_conductor` gives the same conductor to a trainer loop of your own instead. A
+cluster (`SimulateConfig.cluster`) runs several engines and an env fleet on the one virtual
+clock; each engine is reported on its own (`PolicyRun.engines`) and the summary's busy
+fraction is their mean.
 """
 
 from __future__ import annotations
 
 import gc
+import json
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +27,14 @@ from rollout.core.config import RolloutConfig
 from rollout.core.predictors import build_predictor
 from rollout.engines.sim import ServedModelConfig, SimEngineConfig
 from rollout.jobs.config import SimulateConfig, shape_rollout
-from rollout.jobs.summary import summarize_conductor_run
 from rollout.observe.engine_work import EngineWork
 from rollout.observe.recorder import RunRecorder
-from rollout.observe.run_summary import BatchDigest, RunSummary
+from rollout.observe.run_summary import BatchDigest, RunSummary, summarize_run
 from rollout.runtime.conductor import Conductor, ConductorStats
 from rollout.runtime.config import AgentLoopConfig, PolicyConfig
+from rollout.sim.config import ClusterConfig
+from rollout.sim.engine_figures import EngineFigures, KVSampleLog, engine_figures
+from rollout.sim.env_fleet import FleetFigures
 from rollout.sim.lower_bound import engine_floor_s, script_tokens
 from rollout.sim.setup import SimStack, build_sim_stack
 from rollout.sim.trainer import SimulatedTrainer
@@ -37,12 +43,16 @@ from rollout.trajectories.batch import Batch
 from rollout.trajectories.sink import TrajectorySink
 
 __all__ = [
+    "CLUSTER_FILE",
     "PolicyRun",
     "Simulation",
     "load_simulation",
     "simulate_policy",
     "simulated_conductor",
+    "write_cluster_figures",
 ]
+
+CLUSTER_FILE = "cluster.json"  # per-engine and env-fleet figures of a cluster run
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,11 +103,14 @@ def load_simulation(config: SimulateConfig, base_dir: Path) -> Simulation:
 
 @dataclass(frozen=True, slots=True)
 class PolicyRun:
-    """The outcome of one policy: its summary, run directory (if any) and engine KV backend."""
+    """The outcome of one policy: its summary, run directory (if any), engine KV backend, each
+    engine's figures and the env fleet's (None without a fleet)."""
 
     summary: RunSummary
     run_dir: Path | None
     kv_backend: str
+    engines: tuple[EngineFigures, ...] = ()
+    fleet: FleetFigures | None = None
 
 
 async def simulate_policy(
@@ -131,14 +144,16 @@ async def simulate_policy(
         if collect_per_step:
             gc.collect()  # the step's cycles, at once (see `paused_gc`)
 
+    kv_samples = KVSampleLog()
+
+    def timeseries(record: Mapping[str, Any]) -> None:
+        # The sampling task runs whether or not anyone listens, so listening changes no timing.
+        kv_samples.record(record)
+        if recorder is not None:
+            recorder.timeseries(record)
+
     conductor = _conductor(
-        simulation,
-        policy,
-        stack,
-        sink=sink,
-        bus=bus,
-        clock=clock,
-        on_timeseries=recorder.timeseries if recorder is not None else None,
+        simulation, policy, stack, sink=sink, bus=bus, clock=clock, on_timeseries=timeseries
     )
     try:
         with paused_gc(pause_collector):
@@ -147,18 +162,48 @@ async def simulate_policy(
                     conductor, config.steps
                 )
                 elapsed_s = clock.now() - conductor.origin_s
-                busy_s = stack.engine.counters.busy_s
+                busy_s = {engine.name: engine.counters.busy_s for engine in stack.engines}
     finally:
-        await stack.engine.aclose()
+        await stack.aclose()
         if recorder is not None:
             recorder.close()
         if pause_collector:
             gc.collect()  # this run's cycles, before anything else runs
-    summary = summarize_conductor_run(
-        policy.name, digests, conductor, elapsed_s=elapsed_s, busy_s=busy_s
+    summary = summarize_run(
+        policy.name,
+        digests,
+        origin_s=conductor.origin_s,
+        elapsed_s=elapsed_s,
+        busy_s=sum(busy_s.values()),
+        engines=len(stack.engines),  # busy fraction = the mean over engines
+        counters=conductor.engine_counters,
+        dispatch=conductor.stats.dispatch,
     )
     summary = with_script_figures(summary, simulation, stack, digests, conductor.stats)
-    return PolicyRun(summary, run_dir, stack.kv_backend)
+    engines = engine_figures(
+        busy_s,
+        capacity_tokens={e.name: e.stats().kv_capacity_tokens for e in stack.engines},
+        elapsed_s=elapsed_s,
+        counters=conductor.engine_counters,
+        kv=kv_samples,
+    )
+    fleet = stack.fleet.figures() if stack.fleet is not None else None
+    if run_dir is not None and config.cluster != ClusterConfig():
+        write_cluster_figures(run_dir / CLUSTER_FILE, engines, fleet)
+    return PolicyRun(summary, run_dir, stack.kv_backend, engines, fleet)
+
+
+def write_cluster_figures(
+    path: Path, engines: Sequence[EngineFigures], fleet: FleetFigures | None
+) -> None:
+    """Each engine's and the env fleet's figures as JSON, labelled SIMULATED (cluster runs
+    only: a default run's directory stays as it was)."""
+    document = {
+        "simulated": True,
+        "engines": [asdict(figure) for figure in engines],
+        "fleet": None if fleet is None else asdict(fleet),
+    }
+    path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
 
 
 def with_script_figures(
@@ -168,9 +213,10 @@ def with_script_figures(
     digests: Sequence[BatchDigest],
     stats: ConductorStats,
 ) -> RunSummary:
-    """`summary` with the engine-time floor of the consumed samples and the length bias: the
-    planned lengths (scripts) of the consumed samples against those of every admitted group's
-    (admitted groups take workload groups 0, 1, ... in the order they open)."""
+    """`summary` with the engine-time floor of the consumed samples (over all the stack's
+    engines) and the length bias: the planned lengths (scripts) of the consumed samples against
+    those of every admitted group's (admitted groups take workload groups 0, 1, ... in the
+    order they open)."""
     engine = simulation.engine
     work = sum((digest.work for digest in digests), EngineWork())
     floor_s = engine_floor_s(
@@ -178,6 +224,7 @@ def with_script_figures(
         simulation.model.cost,
         kv_pool_tokens=simulation.model.kv_capacity_tokens(engine.page_tokens),
         slots=engine.max_running_requests,
+        engines=len(stack.engines),
     )
     consumed = [
         script_tokens(script)
@@ -216,7 +263,7 @@ async def simulated_conductor(
         async with conductor:
             yield conductor
     finally:
-        await stack.engine.aclose()
+        await stack.aclose()
 
 
 def _stack(
@@ -230,6 +277,7 @@ def _stack(
         model=simulation.model,
         bus=bus,
         clock=clock,
+        cluster=simulation.config.cluster,
     )
 
 
@@ -252,7 +300,7 @@ def _conductor(
         policy=policy,
         agent_loop=simulation.agent_loop,
         config=simulation.config.conductor,
-        engines=[stack.engine],
+        engines=list(stack.engines),
         sessions=stack.sessions,
         num_prompts=simulation.workload.num_groups,
         sink=sink,

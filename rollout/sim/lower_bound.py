@@ -12,6 +12,11 @@ model (`rollout.engines.sim.cost_model.step_time_s`) gives a time no schedule ca
 * on top, every token pays `b_tok`, every decoded token `c_dec·L` for the context it reads, and
   every prefilled chunk `c_pf·n(p + n/2)`, counted once (no recomputation, every prefix cached).
 
+With `engines` identical engines working in parallel, a step round still decodes one token of
+a sample and at most `engines × slots` requests and `engines × pool` tokens of context, while
+the per-token costs split over the engines: the floor is the same sum with the step bound taken
+over the whole cluster and the per-token parts (and `tokens·b_c`) divided by `engines`.
+
 Tool time, queueing and stragglers are left out (they can overlap with other samples' decoding),
 so the floor is loose by design: it says how much of a policy's T_next is engine work at all. A
 run's mean T_next (batch completion times over steps) is at least this floor divided by its
@@ -35,21 +40,30 @@ def script_tokens(script: SampleScript) -> int:
 
 
 def engine_floor_s(
-    work: EngineWork, cost: CostModelConfig, *, kv_pool_tokens: int, slots: int
+    work: EngineWork,
+    cost: CostModelConfig,
+    *,
+    kv_pool_tokens: int,
+    slots: int,
+    engines: int = 1,
 ) -> float:
-    """Seconds of engine time `work` needs at least (see the module docstring)."""
+    """Seconds of engine time `work` needs at least on `engines` engines of `slots` slots and
+    `kv_pool_tokens` each (see the module docstring)."""
+    if engines < 1:
+        raise ValueError(f"the floor needs at least one engine, got {engines}")
     tokens = work.decode_tokens + work.prefill_tokens
     if tokens == 0:
         return 0.0
     decode_steps = max(
-        work.decode_tokens / max(1, slots),
-        work.decode_context_tokens / max(1, kv_pool_tokens),
+        work.decode_tokens / max(1, slots * engines),
+        work.decode_context_tokens / max(1, kv_pool_tokens * engines),
         work.longest_decode_tokens,
     )
-    fixed = max(decode_steps * (cost.t_fix_s + cost.t_weights_s), tokens * cost.b_c_s)
+    fixed = max(decode_steps * (cost.t_fix_s + cost.t_weights_s), tokens * cost.b_c_s / engines)
+    # Term by term (x / 1 == x exactly), so one engine gives the single-engine sum bit for bit.
     return (
         fixed
-        + cost.b_tok_s * tokens
-        + cost.c_dec_s * work.decode_context_tokens
-        + cost.c_pf_s * work.prefill_attention
+        + cost.b_tok_s * tokens / engines
+        + cost.c_dec_s * work.decode_context_tokens / engines
+        + cost.c_pf_s * work.prefill_attention / engines
     )

@@ -2,7 +2,9 @@
 
 * `SimEnvSession` wraps a token-level `rollout.sim.workload.SimEnv`; ids pass straight through
   (the `EnvSession` contract is in `rollout.runtime.env_session`).
-* `SimWorkloadSessions` opens them, one per sample attempt (virtual-time studies).
+* `SimWorkloadSessions` opens them, one per sample attempt (virtual-time studies), on the node
+  of a `SimEnvFleet` when one is given: its start and act slots then queue the env in virtual
+  time (without one, every env starts and acts at once).
 """
 
 from __future__ import annotations
@@ -14,13 +16,18 @@ from harness.clock import Clock
 from harness.events import EventBus, Phase, StepEvent
 from rollout.core.predictors.base import RemainingWork, SampleContext
 from rollout.runtime.env_session import ActOutcome, SampleRef
+from rollout.sim.env_fleet import SimEnvFleet, SimEnvNode
 from rollout.sim.workload import SampleScript, ScriptedTokenModel, SimEnv, SyntheticWorkload
 
 __all__ = ["SimEnvSession", "SimWorkloadSessions"]
 
 
 class SimEnvSession:
-    """A token-level simulated env; ids go straight through (see the module docstring)."""
+    """A token-level simulated env; ids go straight through (see the module docstring).
+
+    With a `fleet` node, `start` holds one of its start slots and `act` one of its act slots
+    (the wait is the turn's pre_act time); `close` gives the env back to the fleet.
+    """
 
     def __init__(
         self,
@@ -30,12 +37,14 @@ class SimEnvSession:
         stop_token_ids: tuple[int, ...],
         bus: EventBus,
         clock: Clock,
+        fleet: tuple[SimEnvFleet, SimEnvNode] | None = None,
     ) -> None:
         self._env = env
         self._sample = sample
         self._stop_token_ids = stop_token_ids
         self._bus = bus
         self._clock = clock
+        self._fleet = fleet
         self._acts = 0
 
     @property
@@ -48,8 +57,15 @@ class SimEnvSession:
 
     async def start(self) -> tuple[int, ...]:
         started_s = self._clock.now()
-        prompt = await self._env.reset()
-        self._emit(Phase.ENV_INIT, started_s, {"warm": True})
+        if self._fleet is None:
+            prompt = await self._env.reset()
+            self._emit(Phase.ENV_INIT, started_s, {"warm": True})
+            return tuple(prompt)
+        node = self._fleet[1]
+        async with node.starting():
+            prompt = await self._env.reset()
+        data = {"warm": node.config.start_s == 0, "node": node.index}
+        self._emit(Phase.ENV_INIT, started_s, data)
         return tuple(prompt)
 
     def peek_tool(self, generated_ids: Sequence[int]) -> str | None:
@@ -59,11 +75,20 @@ class SimEnvSession:
 
     async def act(self, generated_ids: Sequence[int], *, high: bool) -> ActOutcome:
         self._acts += 1
-        started_s = self._clock.now()
-        observation, done, reward, info = await self._env.step(generated_ids)
+        queued_s = self._clock.now()
+        if self._fleet is None:
+            observation, done, reward, info = await self._env.step(generated_ids)
+            act_data: dict[str, Any] = {"tool": info.get("tool")}
+            started_s = queued_s
+        else:
+            node = self._fleet[1]
+            async with node.acting(high=high):
+                started_s = self._clock.now()
+                observation, done, reward, info = await self._env.step(generated_ids)
+            act_data = {"tool": info.get("tool"), "node": node.index}
         ended_s = self._clock.now()
-        self._emit(Phase.PRE_ACT, started_s, {}, end_s=started_s)
-        self._emit(Phase.ACT, started_s, {"tool": info.get("tool")})
+        self._emit(Phase.PRE_ACT, queued_s, {}, end_s=started_s)
+        self._emit(Phase.ACT, started_s, act_data, end_s=ended_s)
         truncated = bool(done and info.get("truncated"))
         if done:
             self._emit(Phase.REWARD, ended_s, {"reward": reward, "infra_error": None})
@@ -74,15 +99,19 @@ class SimEnvSession:
             terminated=done and not truncated,
             truncated=truncated,
             tool_name=info.get("tool"),
+            pre_act_s=started_s - queued_s,
             act_s=ended_s - started_s,
             info=info,
         )
 
     def set_priority(self, high: bool) -> None:
-        """Simulated tools have no act-slot queue."""
+        """A queued tool call keeps the class it asked with; the next `act` passes the new one."""
 
     async def close(self) -> None:
-        """Nothing to release."""
+        """Give the env back to its fleet node (idempotent); nothing else to release."""
+        fleet, self._fleet = self._fleet, None
+        if fleet is not None:
+            fleet[0].release(fleet[1])
 
     def _emit(
         self, phase: Phase, start_s: float, data: dict[str, Any], end_s: float | None = None
@@ -97,7 +126,8 @@ class SimEnvSession:
 class SimWorkloadSessions:
     """Simulated envs of `workload`; `token_model` must be the one the engine plays.
 
-    Each admitted group gets the next workload group index in first-seen order, so a group
+    With a `fleet`, each opened env is placed on one of its nodes (see `SimEnvFleet`). Each
+    admitted group gets the next workload group index in first-seen order, so a group
     re-admitted after a restart (same group id) replays the same scripts, and two groups of
     the same prompt never share sessions.
     """
@@ -109,11 +139,13 @@ class SimWorkloadSessions:
         *,
         bus: EventBus,
         clock: Clock,
+        fleet: SimEnvFleet | None = None,
     ) -> None:
         self._workload = workload
         self._token_model = token_model
         self._bus = bus
         self._clock = clock
+        self._fleet = fleet
         self._group_index: dict[str, int] = {}
         self._scripts: dict[str, SampleScript] = {}
 
@@ -126,12 +158,14 @@ class SimWorkloadSessions:
         env = self._workload.make_env(group_index, sample.index)
         self._token_model.forget(env.session_id)  # a retry replays the script from turn 0
         self._scripts[sample.sample_id] = env.script
+        fleet = self._fleet
         return SimEnvSession(
             env,
             sample,
             stop_token_ids=(self._workload.config.eos_token_id,),
             bus=self._bus,
             clock=self._clock,
+            fleet=None if fleet is None else (fleet, fleet.place()),
         )
 
     def prewarm(self, prompt_indices: Sequence[int]) -> None:

@@ -67,3 +67,29 @@ def test_the_floor_waits_for_the_longest_sample_even_with_slots_to_spare() -> No
     one = EngineWork(decode_tokens=100, decode_context_tokens=100, longest_decode_tokens=100)
     floor = engine_floor_s(one + one, COST, kv_pool_tokens=10**9, slots=64)
     assert floor >= 100 * (COST.t_fix_s + COST.t_weights_s)
+
+
+def test_engines_in_parallel_split_the_per_token_work_and_the_step_bound() -> None:
+    work = EngineWork(
+        decode_tokens=6400,
+        decode_context_tokens=64_000_000,
+        prefill_tokens=10_000,
+        prefill_attention=1e8,
+        longest_decode_tokens=10,
+    )
+    one = engine_floor_s(work, COST, kv_pool_tokens=100_000, slots=64, engines=1)
+    four = engine_floor_s(work, COST, kv_pool_tokens=100_000, slots=64, engines=4)
+    steps_one, steps_four = 640, 160  # the KV pool binds: 64M / 100k, then 64M / 400k
+    per_token = COST.b_tok_s * 16_400 + COST.c_dec_s * 64_000_000 + COST.c_pf_s * 1e8
+    step_s = COST.t_fix_s + COST.t_weights_s
+    assert one == pytest.approx(steps_one * step_s + per_token)
+    assert four == pytest.approx(steps_four * step_s + per_token / 4)
+
+
+def test_one_engine_is_the_default_floor_bit_for_bit() -> None:
+    work = EngineWork(decode_tokens=7, decode_context_tokens=333, prefill_tokens=11,
+                      prefill_attention=123.4, longest_decode_tokens=3)  # fmt: skip
+    default = engine_floor_s(work, COST, kv_pool_tokens=1000, slots=4)
+    assert engine_floor_s(work, COST, kv_pool_tokens=1000, slots=4, engines=1) == default
+    with pytest.raises(ValueError, match="engine"):
+        engine_floor_s(work, COST, kv_pool_tokens=1000, slots=4, engines=0)
