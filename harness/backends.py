@@ -18,7 +18,12 @@ import docker.errors
 from harness.errors import DockerUnavailableError, ImageNotFoundError, SandboxError
 from harness.reaper import reap_containers
 from harness.sandbox.base import Sandbox
-from harness.sandbox.docker import DockerSandbox, new_container_name, remove_container_named
+from harness.sandbox.docker import (
+    DockerSandbox,
+    docker_call,
+    new_container_name,
+    remove_container_named,
+)
 from harness.sandbox.limits import ContainerLimits, ExecLimits
 from harness.sandbox.local import LocalSandbox
 
@@ -43,7 +48,11 @@ class SandboxBackend(Protocol):
 
 
 class DockerBackend:
-    """Containers on a Docker engine."""
+    """Containers on a Docker engine: the local one, or one host of several (`host`).
+
+    Which daemon is the client's (`docker_client()` for the local one, `docker_client_at(url)`
+    for a host); `host` names it in errors, so a missing image says on which host.
+    """
 
     name = "docker"
 
@@ -54,8 +63,12 @@ class DockerBackend:
         workdir: str = "/testbed",
         limits: ContainerLimits | None = None,
         exec_limits: ExecLimits | None = None,
+        host: str | None = None,
+        endpoint: str | None = None,
     ) -> None:
         self.client = client
+        self.host = host
+        self._endpoint = endpoint
         self._workdir = workdir
         self._limits = limits or ContainerLimits()
         self._exec_limits = exec_limits or ExecLimits()
@@ -72,9 +85,20 @@ class DockerBackend:
                 exec_limits=self._exec_limits,
                 name=name,
             )
-        except DockerUnavailableError:
+        except DockerUnavailableError as exc:
             self._lost.add(name)  # the daemon may have made it before it went away
-            raise
+            if self.host is None:
+                raise
+            raise DockerUnavailableError(f"Docker host {self.where}: {exc}") from exc
+        except SandboxError as exc:
+            # docker-py tries a pull for a missing image, so the daemon may answer with a
+            # registry error instead of "not found": ask whether the image is there.
+            if self.host is None or await self._has_image(image):
+                raise
+            raise ImageNotFoundError(
+                f"image {image!r} is not on Docker host {self.where}; build it there or copy "
+                f"it: `docker save {image} | docker -H {self.endpoint} load`"
+            ) from exc
         if self._lost:
             await self.remove_lost()
         return sandbox
@@ -96,8 +120,48 @@ class DockerBackend:
             removed += 1
         return removed
 
+    @property
+    def endpoint(self) -> str:
+        """The daemon's URL as the client reaches it (for messages and commands)."""
+        return self._endpoint or str(self.client.api.base_url)
+
+    @property
+    def where(self) -> str:
+        """`name (endpoint)` of the host, for messages."""
+        return f"{self.host} ({self.endpoint})" if self.host else self.endpoint
+
+    async def _has_image(self, image: str) -> bool:
+        try:
+            await docker_call(self.client.images.get, image)
+        except docker.errors.ImageNotFound:
+            return False
+        except (docker.errors.DockerException, DockerUnavailableError):
+            return True  # unknown: keep the original error
+        return True
+
+    async def ping(self) -> None:
+        """Check that the daemon answers.
+
+        Raises:
+            DockerUnavailableError: it does not; the message names the host.
+        """
+        try:
+            await docker_call(self.client.ping)
+        except DockerUnavailableError as exc:
+            raise DockerUnavailableError(f"Docker host {self.where}: {exc}") from exc
+        except docker.errors.DockerException as exc:
+            raise DockerUnavailableError(
+                f"Docker host {self.where} refused a ping ({exc}); check `docker -H "
+                f"{self.endpoint} info`"
+            ) from exc
+
     async def reap(self) -> int:
-        report = await asyncio.to_thread(reap_containers, self.client)
+        """Remove leftovers of dead owners on this daemon (see `harness.reaper`).
+
+        Raises:
+            DockerUnavailableError: the daemon does not answer.
+        """
+        report = await docker_call(reap_containers, self.client)
         return len(report.removed)
 
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from harness.backends import SandboxBackend
 from harness.clock import Clock, LoopClock
@@ -43,11 +43,69 @@ from harness.sandbox.base import Sandbox
 from harness.sandbox.limits import ContainerLimits, ExecLimits
 from harness.slots import PrioritySlots
 
-__all__ = ["EnvFactory", "EnvLease", "EnvPool", "PoolConfig", "PoolStats"]
+__all__ = ["DockerHostConfig", "EnvFactory", "EnvLease", "EnvPool", "PoolConfig", "PoolStats"]
 
 log = logging.getLogger(__name__)
 
 EnvFactory = Callable[[SandboxHandle], AgentEnv]
+
+
+DOCKER_ENDPOINT_SCHEMES = ("unix", "tcp")
+"""The `DOCKER_HOST` URL schemes a host endpoint may use (ssh needs paramiko, which we lack:
+forward the remote socket with `ssh -L` and name the local end as unix://)."""
+
+
+class DockerHostConfig(FrozenConfig):
+    """One Docker daemon of a several-host pool (`pool.hosts`): where it is, and what it takes.
+
+    The limits left unset are the pool's own (`max_live`, `act_slots`, ...), applied per host.
+    """
+
+    name: str = Field(
+        ...,
+        min_length=1,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+        description="the host's name in logs, reports and errors (unique in the pool)",
+    )
+    endpoint: str | None = Field(
+        None,
+        description="its daemon as a DOCKER_HOST URL: unix:///path/docker.sock or tcp://host:2375 "
+        "(exactly one of endpoint and context)",
+    )
+    context: str | None = Field(
+        None,
+        description="a Docker context (`docker context ls`) whose endpoint and TLS settings "
+        "are used; resolved when the pool is built",
+    )
+    max_live: int | None = Field(None, ge=1, description="this host's bound on live sandboxes")
+    act_slots: int | None = Field(None, ge=1, description="actions this host runs at once")
+    start_concurrency: int | None = Field(
+        None, ge=1, description="sandboxes this host's daemon starts at the same time"
+    )
+    daemon_outage_s: float | None = Field(
+        None,
+        ge=0,
+        description="how long this host's daemon may stop answering before the host is marked "
+        "down and its samples go to the others (s)",
+    )
+
+    @model_validator(mode="after")
+    def _one_endpoint(self) -> DockerHostConfig:
+        if (self.endpoint is None) == (self.context is None):
+            raise ValueError(
+                f"host {self.name!r} needs exactly one of `endpoint` (a DOCKER_HOST URL such as "
+                "unix:///var/run/docker.sock) and `context` (a `docker context ls` name)"
+            )
+        if self.endpoint is not None:
+            scheme, separator, rest = self.endpoint.partition("://")
+            if not separator or scheme not in DOCKER_ENDPOINT_SCHEMES or not rest:
+                schemes = ", ".join(f"{known}://" for known in DOCKER_ENDPOINT_SCHEMES)
+                raise ValueError(
+                    f"host {self.name!r}: endpoint {self.endpoint!r} is not a Docker URL this "
+                    f"pool can reach; use one of {schemes} (e.g. unix:///var/run/docker.sock, "
+                    "tcp://10.0.0.2:2375), or a Docker context"
+                )
+        return self
 
 
 class PoolConfig(FrozenConfig):
@@ -78,6 +136,36 @@ class PoolConfig(FrozenConfig):
     )
     container: ContainerLimits = Field(default_factory=ContainerLimits)
     exec: ExecLimits = Field(default_factory=ExecLimits)
+    hosts: tuple[DockerHostConfig, ...] = Field(
+        (),
+        description="several Docker daemons, one env pool each, seen as one pool (leases "
+        "spread by warm sandboxes, image home and load; a host whose daemon is gone is marked "
+        "down and its samples are retried on the others); empty = the one local daemon "
+        "(DOCKER_HOST or its default socket). Each host's unset limits are the fields above",
+    )
+
+    @model_validator(mode="after")
+    def _hosts_are_docker_and_unique(self) -> PoolConfig:
+        if not self.hosts:
+            return self
+        if self.backend == "local":
+            raise ValueError(
+                "pool.hosts are Docker daemons; they need backend docker (or auto), not local"
+            )
+        names = [host.name for host in self.hosts]
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise ValueError(f"pool.hosts names must be unique; repeated: {', '.join(repeated)}")
+        return self
+
+    def for_host(self, host: DockerHostConfig) -> PoolConfig:
+        """This config as one host's own pool: its overrides applied, no `hosts` of its own."""
+        overrides = {
+            field: getattr(host, field)
+            for field in ("max_live", "act_slots", "start_concurrency", "daemon_outage_s")
+            if getattr(host, field) is not None
+        }
+        return self.model_copy(update={**overrides, "hosts": ()})
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 
 import docker
 import docker.errors
+import docker.tls
 import requests
 import urllib3
 from docker.models.containers import Container
@@ -61,7 +62,9 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "DockerSandbox",
+    "docker_call",
     "docker_client",
+    "docker_client_at",
     "new_container_name",
     "remove_container_named",
     "storage_quota_supported",
@@ -82,6 +85,24 @@ def docker_client(timeout_s: float = 120.0) -> docker.DockerClient:
             "`sudo systemctl start docker`) or use the local sandbox backend"
         ) from exc
     return client
+
+
+def docker_client_at(
+    base_url: str,
+    *,
+    api_version: str,
+    tls: docker.tls.TLSConfig | None = None,
+    timeout_s: float = 120.0,
+) -> docker.DockerClient:
+    """A client for the daemon at `base_url` (a DOCKER_HOST URL), made without asking it
+    anything: the API version is pinned, so a host that is down now is found down when it is
+    first used (as a `DockerUnavailableError`), not while the pool is being built."""
+    try:
+        return docker.DockerClient(
+            base_url=base_url, version=api_version, tls=tls or False, timeout=int(timeout_s)
+        )
+    except docker.errors.DockerException as exc:
+        raise SandboxError(f"cannot make a Docker client for {base_url}: {exc}") from exc
 
 
 class DockerSandbox:
@@ -125,7 +146,7 @@ class DockerSandbox:
         when the daemon created it but its answer was lost (`DockerUnavailableError`).
         """
         limits = limits or ContainerLimits()
-        container = await _docker_call(
+        container = await docker_call(
             _run_container,
             client,
             image,
@@ -372,7 +393,7 @@ class DockerSandbox:
         """Run a docker-py call in a thread; a daemon that does not answer kills this sandbox
         (a restarted daemon has stopped its containers), as a `SandboxDeadError`."""
         try:
-            return await _docker_call(blocking, *args)
+            return await docker_call(blocking, *args)
         except DockerUnavailableError as exc:
             self._daemon_lost = True
             raise self._died(exc) from exc
@@ -419,7 +440,7 @@ _TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
-async def _docker_call(blocking: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+async def docker_call(blocking: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """`blocking(*args, **kwargs)` in a worker thread; transport failures become
     `DockerUnavailableError` (docker-py raises `requests` / `urllib3` errors for them, which
     nothing else expects)."""
@@ -459,8 +480,8 @@ async def remove_container_named(client: docker.DockerClient, name: str) -> bool
         SandboxError: the daemon refused for another reason.
     """
     try:
-        container = await _docker_call(client.containers.get, name)
-        await _docker_call(container.remove, force=True, v=True)
+        container = await docker_call(client.containers.get, name)
+        await docker_call(container.remove, force=True, v=True)
     except docker.errors.NotFound:
         return True
     except docker.errors.APIError as exc:
