@@ -29,7 +29,8 @@ from harness.clock import LoopClock
 from harness.config import ConfigError
 from harness.events import EventBus
 from harness.handle import SandboxHandle
-from harness.pool import EnvPool, PoolConfig
+from harness.fleet.build import build_pool
+from harness.pool import PoolConfig
 from rollout.agent_api.config import AgentApiConfig
 from rollout.agent_api.loading import load_agent
 from rollout.agent_api.server import AgentApiServer
@@ -242,8 +243,12 @@ async def run_swe_rollout(
         engine = await connect()
         if config.engine_faults.enabled:
             engine = FaultyEngine(engine, config.engine_faults)
+        # One EnvPool on the run's backend, or one per pool.hosts daemon (images copied there).
+        lease_pool = build_pool(
+            pool_config, runtime.backend, bus=bus, clock=clock, images=sorted(set(images.values()))
+        )
         async with (
-            EnvPool(runtime.backend, pool_config, clock=clock, bus=bus) as pool,
+            lease_pool as pool,
             _agent_server(config.agent_api) as server,
         ):
             session_options: dict[str, Any] = {
