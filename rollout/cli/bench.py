@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 from rich.markup import escape
+from rich.progress import Progress
 from rich.table import Table
 
 from harness.bench import EnvBenchConfig, run_env_bench, summarize
@@ -198,3 +199,78 @@ def bench_swe(
     console.print(table)
     if result.failures:
         fail(f"gold patch not resolved for: {', '.join(result.failures)}")
+
+
+@app.command("scheduler")
+def bench_scheduler(
+    config: Path = typer.Argument(
+        Path(__file__).parents[2] / "configs/bench/scheduler.yaml",
+        help="benchmark config (scales, workload, scheduler and priority settings)",
+    ),
+    overrides: list[str] = typer.Argument(
+        None, help="key=value overrides of the config, e.g. measured_events=5000"
+    ),
+    json_out: Path | None = typer.Option(
+        None, "--json", help="also write every figure (and the config) to this JSON file"
+    ),
+    markdown: Path | None = typer.Option(
+        None, help="also append the table, as Markdown, to this file"
+    ),
+) -> None:
+    """Decision latency of the pure scheduling core per event, at each scale (virtual time).
+
+    A seeded synthetic rollout drives the real RolloutScheduler, PriorityKeeper and
+    AdmissionController as the conductor does (admissions, generations and tool calls ending,
+    turn-boundary priority refreshes, engine stats, preemptions, weight-update interruptions);
+    every core call is timed and reported as p50 / p99 / max per event kind and overall.
+    """
+    from harness.config import load_config
+    from harness.errors import ConfigError
+    from rollout.jobs.scheduler_bench import (
+        COLUMNS,
+        SchedulerBenchConfig,
+        latency_rows,
+        run_scheduler_bench,
+        to_json,
+    )
+    from rollout.jobs.scheduler_bench import markdown_table as scheduler_markdown
+
+    try:
+        bench_config = load_config(SchedulerBenchConfig, config, overrides or [])
+    except ConfigError as exc:
+        fail(str(exc))
+    with Progress(console=console, transient=True) as bar:
+        task = bar.add_task("core calls timed", total=None)
+        results = run_scheduler_bench(
+            bench_config, progress=lambda done, total: bar.update(task, completed=done, total=total)
+        )
+    title = (
+        f"scheduler decision latency per core call ({config.name} {' '.join(overrides or [])}; "
+        f"{bench_config.measured_events:,} events per scale after {bench_config.warmup_events:,} "
+        f"warm-up; target p99 ≤ {bench_config.target_p99_us:g} µs)"
+    )
+    table = Table(title=escape(title))
+    for column in COLUMNS:
+        table.add_column(column, overflow="fold")
+    for result in results:
+        for row, kind in zip(latency_rows([result]), result.kinds, strict=True):
+            style = "bold" if kind.kind == "all" else None
+            table.add_row(*row, style=style)
+    console.print(table)
+    for result in results:
+        overall = result.overall
+        verdict = "meets" if overall.p99_us <= bench_config.target_p99_us else "MISSES"
+        console.print(
+            escape(
+                f"{result.scale.label}: p99 {overall.p99_us:.1f} µs over {overall.calls:,} calls "
+                f"{verdict} the target; {result.decisions:,} decisions, "
+                f"{result.virtual_s:.0f} s simulated in {result.wall_s:.1f} s"
+            )
+        )
+    if json_out is not None:
+        json_out.write_text(to_json(bench_config, results), encoding="utf-8")
+        console.print(f"wrote {json_out}")
+    if markdown is not None:
+        with markdown.open("a", encoding="utf-8") as out:
+            out.write(scheduler_markdown(title, results))
+        console.print(f"appended the table to {markdown}")

@@ -171,7 +171,7 @@ class SchedulerBenchConfig(FrozenConfig):
         description="The scales measured, one table section each.",
     )
     warmup_events: int = Field(
-        default=5_000, ge=0, description="Events run before timing starts (events)."
+        default=20_000, ge=0, description="Events run before timing starts (events)."
     )
     measured_events: int = Field(
         default=20_000, ge=1, description="Events timed at each scale (events)."
