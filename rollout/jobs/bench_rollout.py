@@ -10,11 +10,17 @@ one side of 1 (`Ratio.decisive`). SIMULATED: every figure is virtual time on the
 A baseline is compared at its best setting: a *sweep* (`parse_sweep`, e.g.
 `traj_async:conductor.agent_slots=8,16,32`) runs a policy once per value of one of its knobs,
 and `best_of_sweeps` keeps the value with the lowest mean T_next.
+
+*Weak scaling* (`run_weak_scaling`, `scripts/weak_scaling.py`) runs the first policy of a
+config on N = 1, 8, 64, ... engines with the work per engine fixed: `weak_scaling_overrides`
+multiplies B (groups_per_step), the engines and the env nodes by N. Each run's wall time is
+measured too, so the simulator's own cost at scale is visible.
 """
 
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +28,7 @@ from pathlib import Path
 from harness.config import load_config
 from rollout.jobs.config import SimulateConfig
 from rollout.jobs.policies import resolve_policy_spec
-from rollout.jobs.simulation import load_simulation, simulate_policy
+from rollout.jobs.simulation import Simulation, load_simulation, simulate_policy
 from rollout.observe.run_summary import RunSummary
 from rollout.sim.vtime import run_virtual
 
@@ -31,13 +37,18 @@ __all__ = [
     "SeedSpread",
     "Spread",
     "Variant",
+    "WeakScalingRow",
     "best_of_sweeps",
     "comparison_rows",
     "markdown_table",
     "parse_sweep",
     "ratios_to_ours",
     "run_seeds",
+    "run_weak_scaling",
     "spread",
+    "weak_scaling_notes",
+    "weak_scaling_overrides",
+    "weak_scaling_rows",
 ]
 
 
@@ -215,3 +226,130 @@ def markdown_table(
     parts += [line(row) for row in rows]
     parts += ["", *notes, "", ""]
     return "\n".join(parts)
+
+
+def weak_scaling_overrides(base: SimulateConfig, engines: int) -> tuple[str, ...]:
+    """Overrides that scale `base` (its per-engine unit) to `engines` engines at fixed work per
+    engine: B, the engines and the env nodes times `engines` (node capacity stays per node)."""
+    if engines < 1:
+        raise ValueError(f"weak scaling needs at least one engine per run, got {engines}")
+    cluster = base.cluster
+    return (
+        f"groups_per_step={base.groups_per_step * engines}",
+        f"cluster.engines={cluster.engines * engines}",
+        f"cluster.env_nodes={cluster.env_nodes * engines}",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class WeakScalingRow:
+    """One cluster size's run: SIMULATED figures (virtual seconds) and its wall time."""
+
+    engines: int
+    env_nodes: int
+    groups_per_step: int
+    summary: RunSummary
+    busy_low: float | None  # the least busy engine
+    busy_high: float | None  # the busiest engine
+    act_wait_s_mean: float | None  # None without an env fleet
+    wall_s: float
+
+
+def run_weak_scaling(
+    config_path: Path,
+    overrides: Sequence[str],
+    engine_counts: Sequence[int],
+    *,
+    progress: Callable[[str], None] = lambda _: None,
+) -> tuple[Simulation, list[WeakScalingRow]]:
+    """The config's first policy at each cluster size of `engine_counts` (see module doc);
+    returns the unscaled per-engine unit (for its cost model and notes) and one row per size."""
+    if not engine_counts:
+        raise ValueError("give at least one cluster size (engines), e.g. 1,8,64")
+    base_dir = config_path.resolve().parent
+    base = load_config(SimulateConfig, config_path, list(overrides))
+    rows: list[WeakScalingRow] = []
+    for engines in engine_counts:
+        scaled = [*overrides, *weak_scaling_overrides(base, engines)]
+        simulation = load_simulation(load_config(SimulateConfig, config_path, scaled), base_dir)
+        cluster = simulation.config.cluster
+        progress(f"{cluster.engines} engines, {cluster.env_nodes} env nodes")
+        policy = resolve_policy_spec(simulation.config.policies[0])
+        started = time.perf_counter()
+        run = run_virtual(simulate_policy(simulation, policy))
+        wall_s = time.perf_counter() - started
+        busy = [f.busy_fraction for f in run.engines if f.busy_fraction is not None]
+        rows.append(
+            WeakScalingRow(
+                engines=cluster.engines,
+                env_nodes=cluster.env_nodes,
+                groups_per_step=simulation.config.groups_per_step,
+                summary=run.summary,
+                busy_low=min(busy) if busy else None,
+                busy_high=max(busy) if busy else None,
+                act_wait_s_mean=run.fleet.act_wait_s_mean if run.fleet else None,
+                wall_s=wall_s,
+            )
+        )
+    return load_simulation(base, base_dir), rows
+
+
+WEAK_SCALING_COLUMNS = ("engines", "env nodes", "B", "samples", "T_next mean", "÷ 1st",
+                        "busy (mean)", "busy [min–max]", "E_rollout", "act wait mean",
+                        "preemptions", "wall")  # fmt: skip
+
+
+def weak_scaling_rows(rows: Sequence[WeakScalingRow]) -> list[list[str]]:
+    """The weak-scaling table as text cells, one row per cluster size (`WEAK_SCALING_COLUMNS`)."""
+
+    def number(value: float | None, digits: int, unit: str = "") -> str:
+        return "—" if value is None else f"{value:,.{digits}f}{unit}"
+
+    first = rows[0].summary.mean_t_next_s if rows else float("nan")
+    cells = []
+    for row in rows:
+        summary = row.summary
+        spread_text = (
+            "—"
+            if row.busy_low is None or row.busy_high is None
+            else f"{row.busy_low:.3f}–{row.busy_high:.3f}"
+        )
+        cells.append(
+            [
+                str(row.engines),
+                str(row.env_nodes),
+                str(row.groups_per_step),
+                f"{summary.samples:,}",
+                number(summary.mean_t_next_s, 1, " s"),
+                number(summary.mean_t_next_s / first, 2, "×"),
+                number(summary.busy_fraction, 3),
+                spread_text,
+                number(summary.e_rollout, 3),
+                number(row.act_wait_s_mean, 2, " s"),
+                f"{summary.preemptions:,}",
+                number(row.wall_s, 1, " s wall"),
+            ]
+        )
+    return cells
+
+
+def weak_scaling_notes(simulation: Simulation) -> list[str]:
+    """What the figures rest on: the SIMULATED label and the cost model and cluster unit."""
+    model, engine, cost = simulation.model, simulation.engine, simulation.model.cost
+    config = simulation.config
+    node = config.cluster.node
+    return [
+        "SIMULATED: virtual time on the cost model, not hardware; wall = this machine's CPU "
+        "seconds for the whole run.",
+        f"Cost model ({model.name} on {model.gpu.name}): step = t_fix {cost.t_fix_s:g} s + "
+        f"max(t_weights {cost.t_weights_s:g} s, N·b_c {cost.b_c_s:g} s) + N·b_tok "
+        f"{cost.b_tok_s:g} s + c_dec {cost.c_dec_s:g} s·ΣL + c_pf {cost.c_pf_s:g} s·Σn(p+n/2); "
+        f"KV pool {model.kv_capacity_tokens(engine.page_tokens):,} tokens per engine, "
+        f"{engine.max_running_requests} slots per engine.",
+        f"Per engine: B = {config.groups_per_step} groups of K = {config.group_size}, "
+        f"{config.cluster.env_nodes} env node(s) (start_concurrency {node.start_concurrency}, "
+        f"start_s {node.start_s:g} s, act_slots {node.act_slots}); workload "
+        f"{simulation.workload.name}, {config.steps} steps, async_factor {config.async_factor}, "
+        f"train_time_s {config.trainer.train_time_s:g}, seed {config.seed}, policy "
+        f"{resolve_policy_spec(config.policies[0]).name}.",
+    ]
