@@ -7,6 +7,7 @@
     │   ├── SandboxDeadError   the container or process group is gone; the episode must end
     │   ├── DockerUnavailableError  the daemon did not answer (restarting, down)
     │   │   └── DockerGoneError     it stayed away past `pool.daemon_outage_s`: the run ends
+    │   │       └── WorkerGoneError a Ray env worker (its actor or node) died: its member is down
     │   └── ImageNotFoundError the image is missing; build it with `conductor images build`
     └── PoolClosedError        the env pool was used after `aclose()`
 
@@ -26,6 +27,7 @@ __all__ = [
     "PoolClosedError",
     "SandboxDeadError",
     "SandboxError",
+    "WorkerGoneError",
 ]
 
 
@@ -58,6 +60,15 @@ class DockerGoneError(DockerUnavailableError):
 
     Unlike its parent this is not one episode's bad luck: no episode can run, so a rollout ends
     the run with it instead of retrying samples that cannot start.
+    """
+
+
+class WorkerGoneError(DockerGoneError):
+    """A Ray env worker died (its actor was killed or crashed, or its node went away).
+
+    Like its parent it is final for that member: a `PoolFleet` marks the member down and places
+    new leases elsewhere, and only when every member is down does the run end. The episodes that
+    were running there end with an infra error (retried, never graded).
     """
 
 
