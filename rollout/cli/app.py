@@ -6,7 +6,7 @@ import logging
 
 import typer
 
-from rollout.cli import bench, calibrate, envs, images
+from rollout.cli import bench, calibrate, envs, images, trace
 from rollout.cli.report import report
 from rollout.cli.run import run
 from rollout.cli.serve import serve_sglang, serve_sim
@@ -35,6 +35,7 @@ app.add_typer(images.app, name="images")
 app.add_typer(envs.app, name="envs")
 app.add_typer(bench.app, name="bench")
 app.add_typer(calibrate.app, name="calibrate")
+app.add_typer(trace.app, name="trace")
 
 
 def main() -> None:

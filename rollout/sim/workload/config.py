@@ -104,3 +104,10 @@ class WorkloadConfig(FrozenConfig):
         description="Distinct ids the pool uses (fewer keep the simulator cache-friendly; pages "
         "of 64 such ids are still unique per sample).",
     )
+    trace: str | None = Field(
+        default=None,
+        description="A trace file (JSONL or Parquet; format in rollout/sim/workload/trace.py "
+        "and docs/benchmarks.md) whose per-sample scripts are replayed instead of drawn from "
+        "the distributions above (their fields then only name the workload); a relative path "
+        "is from the working directory. `conductor trace convert RUN_DIR` makes one from a run.",
+    )

@@ -1,6 +1,9 @@
-"""`SyntheticWorkload`: one seeded workload — its token pool, scripts, envs and token model."""
+"""`SyntheticWorkload`: one seeded workload — its token pool, scripts (drawn, or replayed from a
+trace file), envs and token model."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from rollout.sim.workload.book import ScriptBook
 from rollout.sim.workload.config import WorkloadConfig
@@ -9,6 +12,7 @@ from rollout.sim.workload.distributions import derive_seed
 from rollout.sim.workload.script import SampleScript, draw_group
 from rollout.sim.workload.sim_env import SimEnv
 from rollout.sim.workload.token_model import ScriptedTokenModel
+from rollout.sim.workload.trace import WorkloadTrace, load_trace
 
 __all__ = ["SyntheticWorkload"]
 
@@ -33,12 +37,18 @@ class SyntheticWorkload:
             distinct_ids=config.distinct_token_ids,
         )
         self._groups: dict[int, tuple[SampleScript, ...]] = {}
+        self.trace: WorkloadTrace | None = None
+        if config.trace is not None:
+            self.trace = load_trace(Path(config.trace), group_size=config.group_size)
 
     def group(self, group_index: int) -> tuple[SampleScript, ...]:
         """The scripts of one group (drawn once, then remembered)."""
         scripts = self._groups.get(group_index)
         if scripts is None:
-            scripts = draw_group(self.config, self.seed, group_index, self.corpus)
+            if self.trace is not None:
+                scripts = self.trace.scripts(self.config.name, self.seed, group_index, self.corpus)
+            else:
+                scripts = draw_group(self.config, self.seed, group_index, self.corpus)
             self._groups[group_index] = scripts
         return scripts
 
