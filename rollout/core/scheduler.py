@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -71,6 +71,7 @@ from rollout.core.scheduler_events import (
     SchedulerEvent,
     StartGeneration,
 )
+from rollout.core.scheduler_index import SeqQueue, VictimHeap, VictimPrimary
 from rollout.core.types import Sample, SampleState
 from rollout.errors import SchedulerError
 
@@ -154,10 +155,16 @@ class _Entry:
     act_waiting_since_s: float = 0.0
     context_tokens: int = 0  # as last reported: the next generation's prompt
     started_context_tokens: int = 0  # the context when the running generation started
+    level: QueueLevel | None = None  # the level it waits at; None while not waiting
 
     @property
     def turn_tokens(self) -> int:
         return self.turn_tokens_before + self.segment_tokens
+
+    @property
+    def victim_primary(self) -> VictimPrimary:
+        """The part of the victim key that only its own progress changes."""
+        return (self.turn_tokens, -self.started_at_s)
 
     @property
     def wait_kind(self) -> _WaitKind:
@@ -174,13 +181,17 @@ class _Engine:
     paused: bool = False
     running: set[str] = field(default_factory=set)
     draining: set[str] = field(default_factory=set)  # preempted, abort not yet returned
+    # Running low-priority samples not being preempted: the preemption candidates.
+    victims: VictimHeap[_Entry] = field(default_factory=VictimHeap)
 
     @property
     def free_slots(self) -> int:
         return max(0, self.max_slots - len(self.running))
 
 
-_QueueKey = tuple[str, _WaitKind]  # (group id, wait kind)
+# Dispatch walks the waiting samples sticky to each engine with a free slot (and those not
+# sticky yet) rather than all of them, unless that many engines are open: then the whole level.
+_OPEN_ENGINES_TO_MERGE = 8
 
 
 @dataclass(slots=True)
@@ -194,23 +205,26 @@ class _KVBlocks:
 class RolloutScheduler:
     """Events in, decisions out; see the module docstring for the rules.
 
-    Waiting samples sit in FIFO queues per (group, wait kind), so a priority change only
-    changes which queues make up each level, and finding the next sample never sorts the
-    whole backlog.
+    Every per-event cost is independent of the backlog: waiting samples sit in FIFO queues
+    per level (and per level and sticky engine), a priority change moves only the samples of
+    the groups that changed class, the engines with a free slot are kept as a set, and each
+    engine keeps its preemption candidates in a heap (`rollout.core.scheduler_index`).
     """
 
     def __init__(self, config: SchedulerConfig) -> None:
         self._config = config
         self._engines: dict[str, _Engine] = {}
         self._entries: dict[str, _Entry] = {}
-        self._queues: dict[_QueueKey, dict[str, _Entry]] = {}
-        # The queues by level, valid while no queue is created or dropped and the assignment
-        # is the same object (dispatch runs on every event; this changes far less often).
-        self._levels: dict[QueueLevel, list[dict[str, _Entry]]] | None = None
-        self._levels_assignment: PriorityAssignment | None = None
+        # Waiting samples by level, and by level and sticky engine (None: not sticky yet).
+        self._levels: dict[QueueLevel, SeqQueue[_Entry]] = {
+            level: SeqQueue() for level in QueueLevel
+        }
+        self._sticky: dict[tuple[QueueLevel, str | None], SeqQueue[_Entry]] = {}
+        self._open: set[str] = set()  # engines with a free slot, not paused
+        self._open_low: set[str] = set()  # ... whose KV headroom lets low-priority work start
         self._assignment = PriorityAssignment()
         self._group_engine: dict[str, str] = {}
-        self._group_live: dict[str, int] = {}
+        self._group_entries: dict[str, dict[str, _Entry]] = {}  # live samples of each group
         self._queue_seq = 0
         self._residency = (
             KVResidency(config.prior_turn_tokens, config.prior_peak_context_tokens)
@@ -262,6 +276,7 @@ class RolloutScheduler:
                 if name in self._engines:
                     raise SchedulerError(f"engine {name} was already added")
                 self._engines[name] = _Engine(name, load.max_running_requests, load.kv_headroom)
+                self._touch(self._engines[name])
                 if self._residency is not None:
                     self._residency.set_capacity(
                         name, load.kv_capacity_tokens, load.host_kv_capacity_tokens
@@ -270,19 +285,23 @@ class RolloutScheduler:
                 engine = self._engine(name)
                 engine.max_slots = load.max_running_requests
                 engine.kv_headroom = load.kv_headroom
+                self._touch(engine)
                 if self._residency is not None:
                     self._residency.set_capacity(
                         name, load.kv_capacity_tokens, load.host_kv_capacity_tokens
                     )
             case EnginePaused(engine=name):
                 self._engine(name).paused = True
+                self._touch(self._engines[name])
             case EngineResumed(engine=name):
                 self._engine(name).paused = False
+                self._touch(self._engines[name])
             case SampleAdmitted():
                 self._on_admitted(event)
             case GenerationProgress(sample_id=sample_id, segment_tokens=tokens):
                 entry = self._entry_in(sample_id, SampleState.GEN)
                 entry.segment_tokens = max(entry.segment_tokens, tokens)
+                self._update_victim(entry)
             case GenerationFinished():
                 self._on_generation_finished(event)
             case GenerationAborted():
@@ -307,7 +326,7 @@ class RolloutScheduler:
             raise SchedulerError(f"sample {event.sample_id} was already admitted")
         entry = _Entry(Sample(event.sample_id, event.group_id), context_tokens=event.context_tokens)
         self._entries[event.sample_id] = entry
-        self._group_live[event.group_id] = self._group_live.get(event.group_id, 0) + 1
+        self._group_entries.setdefault(event.group_id, {})[event.sample_id] = entry
         entry.sample.advance(SampleState.WAIT_GEN)
         self._enqueue(entry)
 
@@ -352,18 +371,27 @@ class RolloutScheduler:
     def _on_priorities(self, assignment: PriorityAssignment) -> list[Decision]:
         before = self._assignment
         self._assignment = assignment
-        if self._residency is not None:
-            for sample_id, entry in self._entries.items():
-                demoted = before.is_critical(entry.sample.group_id) and not assignment.is_critical(
-                    entry.sample.group_id
-                )
-                if demoted and entry.sample.state is not SampleState.GEN:
-                    self._residency.release(sample_id)  # its KV is no longer protected
+        changed = [
+            entry
+            for group_id in before.critical ^ assignment.critical
+            for entry in self._group_entries.get(group_id, {}).values()
+        ]
+        for entry in changed:
+            critical = assignment.is_critical(entry.sample.group_id)
+            if entry.level is not None:
+                self._dequeue(entry)
+                self._queue(entry, entry.queue_seq)  # same place, the other class's level
+            self._update_victim(entry)
+            if (
+                self._residency is not None
+                and not critical
+                and entry.sample.state is not SampleState.GEN
+            ):
+                self._residency.release(entry.sample.sample_id)  # its KV is no longer protected
+        changed.sort(key=lambda entry: entry.sample.sample_id)
         return [
-            PriorityChanged(sample_id, assignment.is_critical(entry.sample.group_id))
-            for sample_id, entry in sorted(self._entries.items())
-            if before.is_critical(entry.sample.group_id)
-            != assignment.is_critical(entry.sample.group_id)
+            PriorityChanged(entry.sample.sample_id, assignment.is_critical(entry.sample.group_id))
+            for entry in changed
         ]
 
     # -- dispatch --------------------------------------------------------------------------
@@ -378,7 +406,7 @@ class RolloutScheduler:
         decisions: list[Decision] = []
         kv_blocked = _KVBlocks()
         if self._has_free_slot():
-            for entry in self._waiting_in_order():
+            for entry in self._waiting_in_order(open_only=True):
                 if not self._has_free_slot():
                     break
                 high = self._assignment.is_critical(entry.sample.group_id)
@@ -394,27 +422,26 @@ class RolloutScheduler:
             decisions.extend(self._kv_preemptions(kv_blocked.engines))
         return decisions
 
-    def _waiting_in_order(self, *, high_only: bool = False) -> Iterator[_Entry]:
-        """Waiting samples level by level, FIFO within a level (a snapshot per level)."""
-        by_level = self._queues_by_level()
+    def _waiting_in_order(
+        self, *, high_only: bool = False, open_only: bool = False
+    ) -> Iterator[_Entry]:
+        """Waiting samples level by level, FIFO within a level; samples removed meanwhile are
+        skipped. `open_only` may leave out samples sticky to an engine without a free slot
+        (dispatch could not start them, and skipping them changes nothing it decides)."""
         for level in QueueLevel:
-            high = level in (QueueLevel.INTERRUPTED_HIGH, QueueLevel.BACK_FROM_ENV_HIGH)
-            if high_only and not high:
+            if high_only and level not in _HIGH_LEVELS:
                 return
-            queues = by_level.get(level)
-            if not queues:
+            if not self._levels[level]:
                 continue
-            streams = [list(queue.values()) for queue in queues]
-            yield from heapq.merge(*streams, key=lambda entry: entry.queue_seq)
-
-    def _queues_by_level(self) -> dict[QueueLevel, list[dict[str, _Entry]]]:
-        if self._levels is None or self._levels_assignment is not self._assignment:
-            by_level: dict[QueueLevel, list[dict[str, _Entry]]] = {}
-            for (group_id, kind), queue in self._queues.items():  # one pass, not one per level
-                level = _LEVELS[kind, self._assignment.is_critical(group_id)]
-                by_level.setdefault(level, []).append(queue)
-            self._levels, self._levels_assignment = by_level, self._assignment
-        return self._levels
+            if open_only and len(self._open) <= _OPEN_ENGINES_TO_MERGE:
+                keys: Iterable[str | None] = (None, *sorted(self._open))
+                streams = [queue for key in keys if (queue := self._sticky.get((level, key)))]
+            else:
+                streams = [self._levels[level]]
+            if len(streams) == 1:
+                yield from (entry for _, entry in streams[0].items())
+            else:
+                yield from (entry for _, entry in heapq.merge(*(q.items() for q in streams)))
 
     def _kv_would_hold(self, entry: _Entry, engine: _Engine) -> bool:
         """Whether KV residency would let `entry` start on `engine` once a slot is free there
@@ -435,20 +462,25 @@ class RolloutScheduler:
         """Every engine with a free slot has refused a sample for lack of device KV."""
         if not kv_blocked.engines:
             return False
-        return all(
-            name in kv_blocked.engines
-            for name, engine in self._engines.items()
-            if engine.free_slots and not engine.paused
-        )
+        return all(name in kv_blocked.engines for name in self._open)
 
     def _has_free_slot(self) -> bool:
-        return any(e.free_slots and not e.paused for e in self._engines.values())
+        return bool(self._open)
 
     def _low_work_may_start(self) -> bool:
-        return any(
-            e.free_slots and not e.paused and self._headroom_allows_low(e)
-            for e in self._engines.values()
-        )
+        return bool(self._open_low)
+
+    def _touch(self, engine: _Engine) -> None:
+        """Keep the open-engine sets current after the engine's slots, pause or KV changed."""
+        if engine.free_slots and not engine.paused:
+            self._open.add(engine.name)
+            if self._headroom_allows_low(engine):
+                self._open_low.add(engine.name)
+            else:
+                self._open_low.discard(engine.name)
+        else:
+            self._open.discard(engine.name)
+            self._open_low.discard(engine.name)
 
     def _pick_engine(self, entry: _Entry, high: bool, kv_blocked: _KVBlocks) -> _Engine | None:
         residency, sample_id = self._residency, entry.sample.sample_id
@@ -501,11 +533,13 @@ class RolloutScheduler:
         self._dequeue(entry)
         entry.sample.advance(SampleState.GEN)
         engine.running.add(entry.sample.sample_id)
+        self._touch(engine)
         entry.engine = engine.name
         entry.new = False
         entry.started_at_s = now_s
         entry.segment_tokens = 0
         entry.started_context_tokens = entry.context_tokens
+        self._update_victim(entry)
         if self._residency is not None:
             self._residency.set_live(entry.sample.sample_id, entry.context_tokens)
             self._residency.charge_generation(
@@ -526,10 +560,11 @@ class RolloutScheduler:
         if first is None:
             return []  # no critical sample waits: skip ranking every running sample
         freeing = {name: len(e.draining) for name, e in self._engines.items() if not e.paused}
-        victims = self._victims_by_engine()
+        freeing_left = sum(freeing.values())
+        victims_left = sum(len(e.victims) for e in self._engines.values() if not e.paused)
         decisions: list[Decision] = []
         for entry in itertools.chain((first,), waiting):
-            if not victims and not any(freeing.values()):
+            if not victims_left and not freeing_left:
                 break
             candidates = self._candidate_engines(entry)
             if any(engine.free_slots for engine in candidates):
@@ -539,15 +574,12 @@ class RolloutScheduler:
             claimed = next((name for name in targets if freeing.get(name, 0) > 0), None)
             if claimed is not None:
                 freeing[claimed] -= 1
+                freeing_left -= 1
                 continue
-            heads = [victims[name][0] for name in targets if victims.get(name)]
-            if not heads:
+            victim = self._best_victim(candidates)
+            if victim is None:
                 continue
-            victim = min(heads, key=self._victim_key)
-            assert victim.engine is not None
-            victims[victim.engine].pop(0)
-            if not victims[victim.engine]:
-                del victims[victim.engine]
+            victims_left -= 1
             why = f"waits and every slot on engine {victim.engine} is taken"
             decisions.append(self._preempt(victim, entry, why))
         return decisions
@@ -557,6 +589,7 @@ class RolloutScheduler:
         assert victim.engine is not None
         victim.preempt_pending = True
         self._engines[victim.engine].draining.add(victim.sample.sample_id)
+        self._update_victim(victim)
         return Preempt(
             victim.sample.sample_id,
             victim.engine,
@@ -583,35 +616,52 @@ class RolloutScheduler:
         if residency is None or not critical:
             return []  # skip ranking every running sample
         decisions: list[Decision] = []
-        victims = self._victims_by_engine()
         for name, waiting in sorted(critical.items()):
             engine = self._engines[name]
             room = residency.room(name) or 0
             room += sum(residency.held(sample_id) for sample_id in engine.draining)
             need = residency.need(waiting.sample.sample_id, name, waiting.context_tokens)
-            for victim in victims.get(name, []):
-                if room >= need:
+            while room < need and not engine.paused:
+                victim = self._best_victim([engine])  # each is preempted, so the next is new
+                if victim is None:
                     break
                 room += residency.held(victim.sample.sample_id)
                 why = f"needs {need} tokens of device KV on engine {name}"
                 decisions.append(self._preempt(victim, waiting, why))
         return decisions
 
-    def _victims_by_engine(self) -> dict[str, list[_Entry]]:
-        """Running low-priority samples not already being preempted, best victim first."""
-        victims: dict[str, list[_Entry]] = {}
-        for engine in self._engines.values():
-            if engine.paused:
-                continue
-            candidates = [
-                self._entries[sample_id]
-                for sample_id in engine.running
-                if sample_id not in engine.draining
-                and not self._assignment.is_critical(self._entries[sample_id].sample.group_id)
-            ]
-            if candidates:
-                victims[engine.name] = sorted(candidates, key=self._victim_key)
-        return victims
+    def _best_victim(self, engines: Iterable[_Engine]) -> _Entry | None:
+        """The best victim (smallest `_victim_key`) among the engines' running low-priority
+        samples not already being preempted; None if there is none."""
+        heads = [
+            (primary, engine)
+            for engine in engines
+            if (primary := engine.victims.min_primary()) is not None
+        ]
+        if not heads:
+            return None
+        smallest = min(primary for primary, _ in heads)
+        tied = [
+            entry
+            for primary, engine in heads
+            if primary == smallest
+            for entry in engine.victims.tied(primary)
+        ]
+        return min(tied, key=self._victim_key)
+
+    def _update_victim(self, entry: _Entry) -> None:
+        """Keep `entry`'s place among its engine's preemption candidates current."""
+        if entry.engine is None:
+            return
+        victims = self._engines[entry.engine].victims
+        if (
+            entry.sample.state is SampleState.GEN
+            and not entry.preempt_pending
+            and not self._assignment.is_critical(entry.sample.group_id)
+        ):
+            victims.add(entry.sample.sample_id, entry.victim_primary, entry)
+        else:
+            victims.discard(entry.sample.sample_id)
 
     def _victim_key(self, entry: _Entry) -> tuple[int, float, int, str]:
         """Fewest tokens this turn, then latest start, then lowest-priority group, then id."""
@@ -625,23 +675,30 @@ class RolloutScheduler:
     # -- helpers ---------------------------------------------------------------------------
 
     def _enqueue(self, entry: _Entry) -> None:
-        entry.queue_seq = self._queue_seq
+        self._queue(entry, self._queue_seq)
         self._queue_seq += 1
-        key = (entry.sample.group_id, entry.wait_kind)
-        queue = self._queues.get(key)
-        if queue is None:
-            queue = self._queues[key] = {}
-            self._levels = None  # a new queue: regroup by level
-        queue[entry.sample.sample_id] = entry
+
+    def _queue(self, entry: _Entry, seq: int) -> None:
+        entry.queue_seq = seq
+        level = _LEVELS[entry.wait_kind, self._assignment.is_critical(entry.sample.group_id)]
+        entry.level = level
+        self._levels[level].add(seq, entry)
+        sticky = self._sticky.get((level, entry.engine))
+        if sticky is None:
+            sticky = self._sticky[level, entry.engine] = SeqQueue()
+        sticky.add(seq, entry)
 
     def _dequeue(self, entry: _Entry) -> None:
-        key = (entry.sample.group_id, entry.wait_kind)
-        queue = self._queues.get(key)
-        if queue is None or queue.pop(entry.sample.sample_id, None) is None:
+        level = entry.level
+        if level is None:
             return
-        if not queue:
-            del self._queues[key]
-            self._levels = None
+        entry.level = None
+        self._levels[level].remove(entry.queue_seq)
+        key = (level, entry.engine)
+        sticky = self._sticky[key]
+        sticky.remove(entry.queue_seq)
+        if not sticky:
+            del self._sticky[key]
 
     def _turn_written(self, entry: _Entry, context_tokens: int) -> None:
         """A generation ended with `context_tokens`: a critical sample keeps its device KV
@@ -665,6 +722,8 @@ class RolloutScheduler:
             engine = self._engine(entry.engine)
             engine.running.discard(entry.sample.sample_id)
             engine.draining.discard(entry.sample.sample_id)
+            engine.victims.discard(entry.sample.sample_id)
+            self._touch(engine)
         entry.preempt_pending = False
 
     def _finish(self, entry: _Entry) -> None:
@@ -678,9 +737,10 @@ class RolloutScheduler:
         if self._residency is not None:
             self._residency.sample_finished(sample_id)
         group_id = entry.sample.group_id
-        self._group_live[group_id] -= 1
-        if self._group_live[group_id] == 0:
-            del self._group_live[group_id]
+        siblings = self._group_entries[group_id]
+        del siblings[sample_id]
+        if not siblings:
+            del self._group_entries[group_id]
             self._group_engine.pop(group_id, None)
 
     def _entry(self, sample_id: str) -> _Entry:
@@ -711,3 +771,4 @@ class RolloutScheduler:
 
 
 _WAITING_STATES = (SampleState.WAIT_GEN, SampleState.PREEMPTED, SampleState.INTERRUPTED)
+_HIGH_LEVELS = (QueueLevel.INTERRUPTED_HIGH, QueueLevel.BACK_FROM_ENV_HIGH)
