@@ -15,6 +15,7 @@ pool's act slots (`act_slot_key`). Pure: no clock, no I/O.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -171,7 +172,9 @@ class CriticalGroupTracker:
 
     Called on every turn boundary, so it keeps each group's closure cost current and returns
     the previous assignment when no input of `assign_priorities` changed (most predictions
-    move a sample that is not its group's slowest, which changes no cost).
+    move a sample that is not its group's slowest, which changes no cost). A recomputation
+    gives what `assign_priorities` would, without sorting: the unfinished groups are kept in
+    cost order and in admission-step order as they change.
     """
 
     def __init__(self, admission: AdmissionConfig, priority: PriorityConfig) -> None:
@@ -186,6 +189,9 @@ class CriticalGroupTracker:
         # Unfinished groups. Each status's largest entry (its closure cost) is current; the
         # other entries are refreshed with it (they do not enter the assignment).
         self._statuses: dict[str, GroupStatus] = {}
+        self._costs: dict[str, float] = {}  # of the unfinished groups, in admission order
+        self._by_cost: list[tuple[float, int, str]] = []  # (cost, admission order, group id)
+        self._by_step: list[tuple[int, int, str]] = []  # (admitted step, order, group id)
         self._last: tuple[int, PriorityAssignment] | None = None  # (training step, assignment)
 
     @property
@@ -225,7 +231,7 @@ class CriticalGroupTracker:
     def group_ready(self, group_id: str) -> None:
         self._require(group_id)
         self._ready.add(group_id)
-        self._statuses.pop(group_id, None)
+        self._drop_status(group_id)
         self._last = None
 
     def group_consumed(self, group_id: str) -> None:
@@ -234,8 +240,8 @@ class CriticalGroupTracker:
         self._ready.discard(group_id)
         for sample_id in group.sample_ids():
             self._sample_group.pop(sample_id, None)
+        self._drop_status(group_id)
         del self._groups[group_id], self._order[group_id], self._remaining[group_id]
-        self._statuses.pop(group_id, None)
         self._last = None
 
     def assignment(self, training_step: int) -> PriorityAssignment:
@@ -243,12 +249,35 @@ class CriticalGroupTracker:
         a closure cost, the set of groups, the ready count or the training step changed."""
         if self._last is not None and self._last[0] == training_step:
             return self._last[1]
-        assignment = assign_priorities(
-            list(self._statuses.values()),
-            ready_groups=len(self._ready),
-            training_step=training_step,
-            admission=self._admission,
-            priority=self._priority,
+        admission, priority = self._admission, self._priority
+        demand = max(0, admission.groups_per_batch - len(self._ready))
+        # Overdue: training_step >= admitted_step + async_factor - 1 - margin (assign_priorities).
+        last_overdue_step = (
+            training_step - admission.async_factor + 1 + priority.deadline_margin_steps
+        )
+        overdue_keys = self._by_step[: bisect_right(self._by_step, (last_overdue_step, math.inf))]
+        overdue = [key[2] for key in sorted(overdue_keys, key=lambda key: (key[1], key[2]))]
+        overdue_set = frozenset(overdue)
+        if priority.window_slack_groups is None:
+            window: set[str] = set()
+            front: list[str] = []
+        else:
+            size = max(0, demand - len(overdue)) + priority.window_slack_groups
+            oldest = [gid for gid in self._costs if gid not in overdue_set][:size]
+            window = set(oldest)
+            front = [key[2] for key in self._by_cost if key[2] in window]
+        rest = [
+            key[2] for key in self._by_cost if key[2] not in overdue_set and key[2] not in window
+        ]
+        others = [*front, *rest]
+        ordered = [*overdue, *others]
+        cheapest = others[: max(0, demand - len(overdue))]
+        assignment = PriorityAssignment(
+            critical=frozenset((*overdue, *cheapest)),
+            overdue=overdue_set,
+            ranks=MappingProxyType({group_id: rank for rank, group_id in enumerate(ordered)}),
+            closure_costs_s=MappingProxyType(dict(self._costs)),
+            demand=demand,
         )
         self._last = (training_step, assignment)
         return assignment
@@ -258,12 +287,31 @@ class CriticalGroupTracker:
         self._last = None
         if group_id in self._ready:
             return
-        self._statuses[group_id] = GroupStatus(
+        self._drop_status(group_id, forget_cost=False)
+        status = self._statuses[group_id] = GroupStatus(
             group_id=group_id,
             admitted_step=self._groups[group_id].admitted_step,
             admission_order=self._order[group_id],
             remaining_work_s=tuple(self._remaining[group_id].values()),
         )
+        self._costs[group_id] = status.closure_cost_s
+        insort(self._by_cost, (status.closure_cost_s, status.admission_order, group_id))
+        insort(self._by_step, (status.admitted_step, status.admission_order, group_id))
+
+    def _drop_status(self, group_id: str, *, forget_cost: bool = True) -> None:
+        """Take the group out of the candidates' indexes (`forget_cost=False`: it is restated
+        at once, keeping its place in admission order)."""
+        status = self._statuses.pop(group_id, None)
+        if status is None:
+            return
+        if forget_cost:
+            del self._costs[group_id]
+        order = status.admission_order
+        for index, key in (
+            (self._by_cost, (status.closure_cost_s, order, group_id)),
+            (self._by_step, (status.admitted_step, order, group_id)),
+        ):
+            del index[bisect_left(index, key)]
 
     def _group_of(self, sample_id: str) -> str:
         try:

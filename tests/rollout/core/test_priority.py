@@ -240,3 +240,71 @@ def test_a_window_lets_only_the_oldest_groups_compete_on_cost() -> None:
     assert critical(None) == {"young_cheapest", "old_cheap"}  # cheapest anywhere
     assert critical(0) == {"old_dear", "old_cheap"}  # D = 2 oldest: FIFO
     assert critical(1) == {"old_cheap", "mid"}  # cheapest 2 of the oldest 3
+
+
+@pytest.mark.parametrize(
+    "priority",
+    [PriorityConfig(window_slack_groups=1), PriorityConfig(deadline_margin_steps=1)],
+    ids=["window", "margin"],
+)
+@settings(max_examples=100, deadline=None)
+@given(
+    operations=st.lists(
+        st.tuples(
+            st.sampled_from(["set", "set", "set", "finish", "ready", "step"]),
+            st.integers(0, 5),
+            st.integers(0, 1),
+            st.sampled_from([1.0, 2.0, 3.0, 5.0, 8.0]),
+        ),
+        max_size=40,
+    )
+)
+def test_the_incremental_tracker_equals_assign_priorities_with_windows_and_deadlines(
+    priority: PriorityConfig, operations: list[tuple[str, int, int, float]]
+) -> None:
+    """Groups admitted at different steps, some overdue, a window: the kept indexes agree
+    with a fresh `assign_priorities` after every change."""
+    tracker = CriticalGroupTracker(ADMISSION, priority)
+    steps = [4, 5, 5, 6, 4, 6]
+    remaining: dict[str, dict[str, float]] = {}
+    for index, admitted in enumerate(steps):
+        name = f"g{index}"
+        tracker.add_group(Group(name, prompt_index=index, size=2, admitted_step=admitted))
+        remaining[name] = {f"{name}-a0-s0": math.inf, f"{name}-a0-s1": math.inf}
+    step = 5
+    for kind, group_index, sample_index, work in operations:
+        name = f"g{group_index}"
+        sample_id = f"{name}-a0-s{sample_index}"
+        if kind == "step":
+            step += 1
+        elif name not in remaining:
+            continue
+        elif kind == "ready":
+            tracker.group_ready(name)
+            del remaining[name]
+        elif sample_id in remaining[name]:
+            if kind == "set":
+                tracker.set_remaining(sample_id, work)
+                remaining[name][sample_id] = work
+            else:
+                tracker.sample_finished(sample_id)
+                del remaining[name][sample_id]
+        statuses = [
+            group(name, *work_s.values(), step=steps[int(name[1:])], order=int(name[1:]))
+            for name, work_s in remaining.items()
+        ]
+        expected = assign_priorities(
+            statuses,
+            ready_groups=tracker.ready_groups,
+            training_step=step,
+            admission=ADMISSION,
+            priority=priority,
+        )
+        got = tracker.assignment(step)
+        assert (got.critical, got.overdue, dict(got.ranks), dict(got.closure_costs_s)) == (
+            expected.critical,
+            expected.overdue,
+            dict(expected.ranks),
+            dict(expected.closure_costs_s),
+        )
+        assert list(got.ranks) == list(expected.ranks)
