@@ -266,9 +266,11 @@ class CriticalGroupTracker:
             oldest = [gid for gid in self._costs if gid not in overdue_set][:size]
             window = set(oldest)
             front = [key[2] for key in self._by_cost if key[2] in window]
-        rest = [
-            key[2] for key in self._by_cost if key[2] not in overdue_set and key[2] not in window
-        ]
+        if overdue_set or window:
+            skip = overdue_set | window
+            rest = [key[2] for key in self._by_cost if key[2] not in skip]
+        else:
+            rest = [key[2] for key in self._by_cost]
         others = [*front, *rest]
         ordered = [*overdue, *others]
         cheapest = others[: max(0, demand - len(overdue))]

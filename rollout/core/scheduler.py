@@ -559,16 +559,24 @@ class RolloutScheduler:
         first = next(waiting, None)
         if first is None:
             return []  # no critical sample waits: skip ranking every running sample
-        freeing = {name: len(e.draining) for name, e in self._engines.items() if not e.paused}
-        freeing_left = sum(freeing.values())
-        victims_left = sum(len(e.victims) for e in self._engines.values() if not e.paused)
+        # What is being freed and who may be preempted, counted once a sample needs a slot.
+        freeing: dict[str, int] | None = None
+        freeing_left = victims_left = 0
         decisions: list[Decision] = []
         for entry in itertools.chain((first,), waiting):
-            if not victims_left and not freeing_left:
+            if freeing is not None and not victims_left and not freeing_left:
                 break
+            sticky = entry.engine
+            if (sticky in self._open) if sticky is not None else bool(self._open):
+                continue  # a slot it may use is free: it waits for KV or live-set room
+            if freeing is None:
+                unpaused = [e for e in self._engines.values() if not e.paused]
+                freeing = {e.name: len(e.draining) for e in unpaused}
+                freeing_left = sum(freeing.values())
+                victims_left = sum(len(e.victims) for e in unpaused)
+                if not victims_left and not freeing_left:
+                    break
             candidates = self._candidate_engines(entry)
-            if any(engine.free_slots for engine in candidates):
-                continue  # it waits for KV or live-set room, not for a slot
             candidates = [engine for engine in candidates if self._kv_would_hold(entry, engine)]
             targets = [engine.name for engine in candidates]  # a slot it could not use: none
             claimed = next((name for name in targets if freeing.get(name, 0) > 0), None)
