@@ -69,8 +69,14 @@ __all__ = [
     "to_json",
 ]
 
-CallObserver = Callable[[str, int, tuple[Decision, ...]], None]
-"""Told of every timed core call: (event kind, nanoseconds, the decisions it returned)."""
+CallObserver = Callable[[str, int, int, tuple[Decision, ...]], None]
+"""Told of every timed core call: (event kind, wall ns, CPU ns, the decisions it returned)."""
+
+
+def _clock_ns() -> tuple[int, int]:
+    """Wall clock (`perf_counter_ns`) and this thread's CPU time: on a shared machine the
+    wall time includes other processes' turns on the core, the CPU time does not."""
+    return time.perf_counter_ns(), time.thread_time_ns()
 
 
 class BenchScale(FrozenConfig):
@@ -349,24 +355,24 @@ class SyntheticRollout:
             sample.context_tokens,
             sample.obs_tokens,
         )
-        started = time.perf_counter_ns()
+        started = _clock_ns()
         self.keeper.update(progress)
         assignment = self.keeper.refresh(self.admission.training_step)
-        self._observer("turn boundary (priority)", time.perf_counter_ns() - started, ())
+        self._observe("turn boundary (priority)", started, ())
         if assignment is not None:
             self._handle("priorities changed", PrioritiesChanged(assignment, self.now_s))
 
     def _sample_finished(self, sample: _SimSample) -> None:
         del self._samples[sample.sample_id]
         trajectory = _trajectory(sample)
-        started = time.perf_counter_ns()
+        started = _clock_ns()
         self.keeper.sample_finished(trajectory)
         self._group_left[sample.group_id] -= 1
         ready = self._group_left[sample.group_id] == 0
         if ready:
             self.keeper.group_ready(sample.group_id)
         assignment = self.keeper.refresh(self.admission.training_step)
-        self._observer("sample finished (priority)", time.perf_counter_ns() - started, ())
+        self._observe("sample finished (priority)", started, ())
         if assignment is not None:
             self._handle("priorities changed", PrioritiesChanged(assignment, self.now_s))
         if ready:
@@ -379,11 +385,11 @@ class SyntheticRollout:
         """The trainer takes B ready groups: a weight update, then the next groups."""
         batch = self._ready[: self._scale.groups_per_batch]
         del self._ready[: len(batch)]
-        started = time.perf_counter_ns()
+        started = _clock_ns()
         self.admission.consume(batch)
         for group_id in batch:
             self.keeper.group_consumed(group_id)
-        self._observer("batch consumed (admission)", time.perf_counter_ns() - started, ())
+        self._observe("batch consumed (admission)", started, ())
         if self._work.weight_updates:
             for name in self._engines:
                 self._handle("engine paused", EnginePaused(name, self.now_s))
@@ -400,21 +406,21 @@ class SyntheticRollout:
         self._admit()
 
     def _admit(self) -> None:
-        started = time.perf_counter_ns()
+        started = _clock_ns()
         groups = self.admission.admit()
         for group in groups:
             self.keeper.add_group(group)
         assignment = self.keeper.refresh(self.admission.training_step)
-        self._observer("groups admitted (admission)", time.perf_counter_ns() - started, ())
+        self._observe("groups admitted (admission)", started, ())
         for group in groups:
             self._add_group(group)
         if assignment is not None:
             self._handle("priorities changed", PrioritiesChanged(assignment, self.now_s))
 
     def _recompute_priorities(self) -> None:
-        started = time.perf_counter_ns()
+        started = _clock_ns()
         assignment = self.keeper.refresh(self.admission.training_step)
-        self._observer("refresh (priority)", time.perf_counter_ns() - started, ())
+        self._observe("refresh (priority)", started, ())
         if assignment is not None:
             self._handle("priorities changed", PrioritiesChanged(assignment, self.now_s))
 
@@ -430,12 +436,18 @@ class SyntheticRollout:
             self._samples[sample_id] = sample
             self._at(self._exp(work.mean_env_init_s), "admit", sample)
 
+    def _observe(
+        self, kind: str, started: tuple[int, int], decisions: tuple[Decision, ...]
+    ) -> None:
+        wall_ns, cpu_ns = _clock_ns()
+        self._observer(kind, wall_ns - started[0], cpu_ns - started[1], decisions)
+
     # -- carrying out decisions ------------------------------------------------------------
 
     def _handle(self, kind: str, event: SchedulerEvent) -> None:
-        started = time.perf_counter_ns()
+        started = _clock_ns()
         decisions = self.scheduler.handle(event)
-        self._observer(kind, time.perf_counter_ns() - started, decisions)
+        self._observe(kind, started, decisions)
         for decision in decisions:
             self._apply(decision)
 
@@ -538,6 +550,8 @@ class KindLatency:
     p50_us: float
     p99_us: float
     max_us: float
+    cpu_p50_us: float  # the same calls' CPU time (immune to other processes on the core)
+    cpu_p99_us: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -553,13 +567,22 @@ class ScaleResult:
         return self.kinds[-1]
 
 
-def _summary(kind: str, samples_ns: list[int]) -> KindLatency:
-    ordered = sorted(samples_ns)
+def _quantile_us(ordered_ns: list[int], q: float) -> float:
+    """The nearest-rank q-quantile of sorted nanoseconds, in microseconds."""
+    return ordered_ns[min(len(ordered_ns) - 1, math.ceil(q * len(ordered_ns)) - 1)] / 1000.0
 
-    def quantile(q: float) -> float:
-        return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)] / 1000.0
 
-    return KindLatency(kind, len(ordered), quantile(0.50), quantile(0.99), ordered[-1] / 1000.0)
+def _summary(kind: str, wall_ns: list[int], cpu_ns: list[int]) -> KindLatency:
+    wall, cpu = sorted(wall_ns), sorted(cpu_ns)
+    return KindLatency(
+        kind,
+        len(wall),
+        _quantile_us(wall, 0.50),
+        _quantile_us(wall, 0.99),
+        wall[-1] / 1000.0,
+        _quantile_us(cpu, 0.50),
+        _quantile_us(cpu, 0.99),
+    )
 
 
 @dataclass(slots=True)
@@ -568,11 +591,13 @@ class _Recorder:
 
     measuring: bool = False
     decisions: int = 0
-    timings: dict[str, list[int]] = field(default_factory=dict)
+    wall_ns: dict[str, list[int]] = field(default_factory=dict)
+    cpu_ns: dict[str, list[int]] = field(default_factory=dict)
 
-    def observe(self, kind: str, elapsed_ns: int, made: tuple[Decision, ...]) -> None:
+    def observe(self, kind: str, wall_ns: int, cpu_ns: int, made: tuple[Decision, ...]) -> None:
         if self.measuring:
-            self.timings.setdefault(kind, []).append(elapsed_ns)
+            self.wall_ns.setdefault(kind, []).append(wall_ns)
+            self.cpu_ns.setdefault(kind, []).append(cpu_ns)
             self.decisions += len(made)
 
 
@@ -603,12 +628,16 @@ def run_scheduler_bench(
                     progress(done, total)
                 if ran == 0:
                     break  # the rollout ran dry (cannot happen while groups are admitted)
-        every = [ns for values in recorder.timings.values() for ns in values]
-        kinds = [_summary(kind, values) for kind, values in sorted(recorder.timings.items())]
+        kinds = [
+            _summary(kind, recorder.wall_ns[kind], recorder.cpu_ns[kind])
+            for kind in sorted(recorder.wall_ns)
+        ]
+        every_wall = [ns for values in recorder.wall_ns.values() for ns in values]
+        every_cpu = [ns for values in recorder.cpu_ns.values() for ns in values]
         results.append(
             ScaleResult(
                 scale=scale,
-                kinds=(*kinds, _summary("all", every)),
+                kinds=(*kinds, _summary("all", every_wall, every_cpu)),
                 decisions=recorder.decisions,
                 virtual_s=rollout.now_s - started_virtual,
                 wall_s=time.perf_counter() - started_wall,
@@ -619,7 +648,7 @@ def run_scheduler_bench(
 
 # -- reporting ------------------------------------------------------------------------------
 
-COLUMNS = ("scale", "event kind", "calls", "p50 µs", "p99 µs", "max µs")
+COLUMNS = ("scale", "event kind", "calls", "p50 µs", "p99 µs", "max µs", "CPU p50 µs", "CPU p99 µs")
 
 
 def latency_rows(results: Sequence[ScaleResult]) -> list[tuple[str, ...]]:
@@ -635,6 +664,8 @@ def latency_rows(results: Sequence[ScaleResult]) -> list[tuple[str, ...]]:
                     f"{row.p50_us:.1f}",
                     f"{row.p99_us:.1f}",
                     f"{row.max_us:.1f}",
+                    f"{row.cpu_p50_us:.1f}",
+                    f"{row.cpu_p99_us:.1f}",
                 )
             )
     return rows
@@ -664,6 +695,8 @@ def to_json(config: SchedulerBenchConfig, results: Sequence[ScaleResult]) -> str
                         "p50_us": row.p50_us,
                         "p99_us": row.p99_us,
                         "max_us": row.max_us,
+                        "cpu_p50_us": row.cpu_p50_us,
+                        "cpu_p99_us": row.cpu_p99_us,
                     }
                     for row in result.kinds
                 ],

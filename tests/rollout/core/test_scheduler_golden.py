@@ -58,7 +58,7 @@ def record(case: str) -> list[str]:
     config = SchedulerBenchConfig(scales=(scale,), seed=7, workload=workload, scheduler=scheduler)
     lines: list[str] = []
 
-    def observe(kind: str, _elapsed_ns: int, decisions: tuple[Decision, ...]) -> None:
+    def observe(kind: str, _wall_ns: int, _cpu_ns: int, decisions: tuple[Decision, ...]) -> None:
         lines.append(decision_line(kind, decisions))
 
     rollout = SyntheticRollout(config, scale, observe)
