@@ -89,7 +89,7 @@ class DockerBackend:
             self._lost.add(name)  # the daemon may have made it before it went away
             if self.host is None:
                 raise
-            raise DockerUnavailableError(f"Docker host {self.where}: {exc}") from exc
+            raise self.unavailable(exc) from exc
         except SandboxError as exc:
             # docker-py tries a pull for a missing image, so the daemon may answer with a
             # registry error instead of "not found": ask whether the image is there.
@@ -130,6 +130,12 @@ class DockerBackend:
         """`name (endpoint)` of the host, for messages."""
         return f"{self.host} ({self.endpoint})" if self.host else self.endpoint
 
+    def unavailable(self, exc: DockerUnavailableError) -> DockerUnavailableError:
+        """`exc` as said of this host, with the command that checks its daemon."""
+        return DockerUnavailableError(
+            f"Docker host {self.where}: {exc} (this host: `docker -H {self.endpoint} info`)"
+        )
+
     async def _has_image(self, image: str) -> bool:
         try:
             await docker_call(self.client.images.get, image)
@@ -148,7 +154,7 @@ class DockerBackend:
         try:
             await docker_call(self.client.ping)
         except DockerUnavailableError as exc:
-            raise DockerUnavailableError(f"Docker host {self.where}: {exc}") from exc
+            raise self.unavailable(exc) from exc
         except docker.errors.DockerException as exc:
             raise DockerUnavailableError(
                 f"Docker host {self.where} refused a ping ({exc}); check `docker -H "

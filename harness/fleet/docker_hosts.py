@@ -193,7 +193,7 @@ class DockerHostPool(EnvPool):
         """
         copied: list[str] = []
         for image in images:
-            if await self._has(self.docker.client, image):
+            if await self._has_here(image):
                 continue
             source = self._image_source
             if source is None:
@@ -201,7 +201,7 @@ class DockerHostPool(EnvPool):
                     f"{self._missing(image)} and the run has no daemon to copy it from; put it "
                     f"there: {self._copy_command(image)}"
                 )
-            if not await self._has(source, image):
+            if not await docker_call(image_exists, source, image):
                 raise ImageNotFoundError(
                     f"{self._missing(image)}, nor on the daemon the run builds images on; "
                     "build it with `conductor images build`"
@@ -214,7 +214,7 @@ class DockerHostPool(EnvPool):
                     f"{self._missing(image)}; copying it there failed ({exc}). Copy it by hand: "
                     f"{self._copy_command(image)}"
                 ) from exc
-            if not await self._has(self.docker.client, image):
+            if not await self._has_here(image):
                 raise ImageNotFoundError(
                     f"{self._missing(image)}: it was loaded but is not listed there; see that "
                     f"daemon's log, or copy it by hand: {self._copy_command(image)}"
@@ -222,11 +222,12 @@ class DockerHostPool(EnvPool):
             copied.append(image)
         return copied
 
-    async def _has(self, client: docker.DockerClient, image: str) -> bool:
+    async def _has_here(self, image: str) -> bool:
+        """Whether this host has `image` (a daemon that does not answer names the host)."""
         try:
-            return await docker_call(image_exists, client, image)
+            return await docker_call(image_exists, self.docker.client, image)
         except DockerUnavailableError as exc:
-            raise DockerUnavailableError(f"Docker host {self.docker.where}: {exc}") from exc
+            raise self.docker.unavailable(exc) from exc
 
     def _missing(self, image: str) -> str:
         return f"image {image!r} is not on Docker host {self.docker.where}"
@@ -288,5 +289,5 @@ async def reap_hosts(
                 reap_containers, backend.client, remove_all=remove_all
             )
         except DockerUnavailableError as exc:
-            reports[host.name] = DockerUnavailableError(f"Docker host {backend.where}: {exc}")
+            reports[host.name] = backend.unavailable(exc)
     return reports

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,11 +41,14 @@ from harness.fleet.docker_hosts import (
 from harness.handle import SandboxHandle
 from harness.pool import DockerHostConfig, EnvPool, PoolConfig
 from harness.reaper import ReapReport, reap_containers
-from harness.sandbox.labels import MANAGED_LABEL
+from harness.sandbox.labels import MANAGED_LABEL, parse_owner
+from rollout.cli.run import DEFAULT_RUN_CONFIG
+from tests.conftest import project_containers
 from tests.harness.private_dockerd import PrivateDockerd
 
 EXEC = {"kill_grace_s": 1, "host_grace_s": 3}
 MAIN_SOCKET = "unix:///var/run/docker.sock"
+REPO = Path(__file__).resolve().parents[2]
 
 
 def example_env(handle: SandboxHandle) -> FileCheckEnv:
@@ -171,7 +177,8 @@ def second(docker_client: docker.DockerClient, base_image: str) -> Iterator[Priv
 
 
 def _ours(client: docker.DockerClient) -> int:
-    return len(client.api.containers(all=True, filters={"label": f"{MANAGED_LABEL}=1"}))
+    """Project containers this test process made there (other runs share the main daemon)."""
+    return len(project_containers(client))
 
 
 def _two_hosts(second: PrivateDockerd, **second_settings: object) -> list[dict[str, object]]:
@@ -254,42 +261,54 @@ async def test_a_host_whose_daemon_stops_mid_run_costs_retries_and_new_leases_go
     docker_client: docker.DockerClient, base_image: str, second: PrivateDockerd
 ) -> None:
     config = _pool_config(_two_hosts(second, daemon_outage_s=1), max_live=2)
-    async with _fleet(config, [base_image], docker_client) as fleet:
-        leases = await _play(fleet, base_image, 4)
-        leased = {name: stats.leased for name, stats in fleet.member_stats().items()}
-        assert leased == {"main": 2, "second": 2}
-        await asyncio.to_thread(second.stop)
-        steps = await asyncio.gather(*(lease.astep("echo hi") for lease in leases))
-        infra = [info.get("infra_error") for *_, info in steps]
-        assert sum(bool(error) for error in infra) == 2  # the second host's two samples
-        assert all("sandbox_dead" in error for error in infra if error)
-        on_main = [lease for lease, error in zip(leases, infra, strict=True) if not error]
-        for lease, error in zip(leases, infra, strict=True):
-            if error:
-                await lease.release()  # type: ignore[attr-defined]
-        # The main host is full: the next lease goes to the stopped one, whose start waits out
-        # its daemon_outage_s and gives up (an infra error: the sample is retried) ...
-        stranded = await fleet.acquire(example_env, base_image, sample_id="s4")
-        await stranded.areset(seed=0)
-        *_, info = await stranded.astep("echo hi")
-        assert "sandbox_start_failed" in info["infra_error"]
-        await stranded.release()
-        # ... and from then on the host is down: new leases wait for room on the main host.
-        moved = await fleet.acquire(example_env, base_image, sample_id="s5")
-        assert "pool.daemon_outage_s" in fleet.down()["second"]
-        await moved.areset(seed=0)
-        await on_main[0].release()  # type: ignore[attr-defined]
-        *_, info = await asyncio.wait_for(moved.astep("echo hi"), 30)
-        assert not info.get("infra_error")
-        assert fleet.member_stats()["main"].leased == 2 and _ours(docker_client) == 2
-        for lease in (on_main[1], moved):
-            await lease.release()  # type: ignore[attr-defined]
-    assert _ours(docker_client) == 0
-    second.start()  # what the next run finds there: the stopped containers, reaped at its start
+    stopped = False
+    try:
+        async with _fleet(config, [base_image], docker_client) as fleet:
+            leases = await _play(fleet, base_image, 4)
+            leased = {name: stats.leased for name, stats in fleet.member_stats().items()}
+            assert leased == {"main": 2, "second": 2}
+            await asyncio.to_thread(second.stop)
+            stopped = True
+            await _lose_the_second_host(fleet, leases, docker_client, base_image)
+        assert _ours(docker_client) == 0
+    finally:
+        if stopped:
+            second.start()  # the next run finds the stopped containers there, and reaps them
     left = second.client().containers.list(all=True, filters={"label": f"{MANAGED_LABEL}=1"})
     assert all(container.status != "running" for container in left)
     reap_containers(second.client(), remove_all=True)
     assert _ours(second.client()) == 0
+
+
+async def _lose_the_second_host(
+    fleet: PoolFleet, leases: list[object], docker_client: docker.DockerClient, base_image: str
+) -> None:
+    """With the second host's daemon stopped: its samples fail, then it is marked down."""
+    steps = await asyncio.gather(*(lease.astep("echo hi") for lease in leases))
+    infra = [info.get("infra_error") for *_, info in steps]
+    assert sum(bool(error) for error in infra) == 2  # the second host's two samples
+    assert all("sandbox_dead" in error for error in infra if error)
+    on_main = [lease for lease, error in zip(leases, infra, strict=True) if not error]
+    for lease, error in zip(leases, infra, strict=True):
+        if error:
+            await lease.release()  # type: ignore[attr-defined]
+    # The main host is full: the next lease goes to the stopped one, whose start waits out
+    # its daemon_outage_s and gives up (an infra error: the sample is retried) ...
+    stranded = await fleet.acquire(example_env, base_image, sample_id="s4")
+    await stranded.areset(seed=0)
+    *_, info = await stranded.astep("echo hi")
+    assert "sandbox_start_failed" in info["infra_error"]
+    await stranded.release()
+    # ... and from then on the host is down: new leases wait for room on the main host.
+    moved = await fleet.acquire(example_env, base_image, sample_id="s5")
+    assert "pool.daemon_outage_s" in fleet.down()["second"]
+    await moved.areset(seed=0)
+    await on_main[0].release()  # type: ignore[attr-defined]
+    *_, info = await asyncio.wait_for(moved.astep("echo hi"), 30)
+    assert not info.get("infra_error")
+    assert fleet.member_stats()["main"].leased == 2 and _ours(docker_client) == 2
+    for lease in (on_main[1], moved):
+        await lease.release()  # type: ignore[attr-defined]
 
 
 @pytest.mark.docker
@@ -334,3 +353,84 @@ async def test_a_sandbox_start_names_the_host_that_lacks_its_image_or_does_not_a
     )
     with pytest.raises(DockerUnavailableError, match=r"Docker host h1 \(unix:///nonexistent"):
         await gone.create("img")
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_conductor_run_spreads_its_samples_over_two_hosts(
+    docker_client: docker.DockerClient, second: PrivateDockerd, tmp_path: Path
+) -> None:
+    """`conductor run` with `pool.hosts`: both daemons run its sandboxes, none is left."""
+    other = second.client()
+    hosts = (
+        f'"hosts=[{{name: main, endpoint: {MAIN_SOCKET}, max_live: 3}}, '
+        f'{{name: second, endpoint: {second.url}, max_live: 3}}]"'
+    )
+    command = [
+        sys.executable, "-m", "rollout.cli", "run", str(DEFAULT_RUN_CONFIG),
+        "steps=2", "groups_per_step=2", "group_size=2", "async_factor=1",
+        "task_ids=[swe-taskset__spans-remove-drops-right-part]", "trainer.train_time_s=0.1",
+        f"pool.overrides=[backend=docker, warm_per_image=1, act_slots=2, {hosts}]",
+        "model.overrides=[cost.t_weights_s=0.0005]", "--out", str(tmp_path), "--no-report",
+    ]  # fmt: skip
+    run = subprocess.Popen(
+        command, cwd=REPO, env={**os.environ, "COLUMNS": "160"},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    peak = [0, 0]
+    try:
+        deadline = time.monotonic() + 240
+        while run.poll() is None and time.monotonic() < deadline:
+            counts = (_owned_by(docker_client, run.pid), _owned_by(other, run.pid))
+            peak = [max(seen, now) for seen, now in zip(peak, counts, strict=True)]
+            time.sleep(0.2)
+    finally:
+        if run.poll() is None:
+            run.terminate()  # it removes its containers on SIGTERM
+        output = run.communicate(timeout=120)[0]
+    assert run.returncode == 0, output[-4000:]
+    # Both daemons ran the run's sandboxes (grading sandboxes start on the main one, where the
+    # run builds its images, so its count may pass the host's max_live).
+    assert peak[0] >= 1 and peak[1] >= 1, f"containers seen per host: {peak}"
+    assert _owned_by(docker_client, run.pid) == _owned_by(other, run.pid) == 0
+
+
+def _owned_by(client: docker.DockerClient, pid: int) -> int:
+    records = client.api.containers(all=True, filters={"label": f"{MANAGED_LABEL}=1"})
+    owners = [parse_owner(record.get("Labels") or {}) for record in records]
+    return sum(1 for owner in owners if owner is not None and owner.pid == pid)
+
+
+@pytest.mark.docker
+def test_envs_reap_reaps_every_host_named_and_fails_for_one_that_is_down(
+    second: PrivateDockerd,
+) -> None:
+    command = [
+        sys.executable, "-m", "rollout.cli", "envs", "reap", "--all",
+        "--host", second.url, "--host", "unix:///nonexistent/d.sock",
+    ]  # fmt: skip
+    reaped = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=False)
+    output = reaped.stdout + reaped.stderr
+    assert reaped.returncode == 1, output
+    assert "cli-0: 0 removed" in output and "cli-1: not reaped" in output
+    assert "1 host(s) did not answer: cli-1" in output
+
+
+@pytest.mark.docker
+def test_conductor_run_with_every_host_down_ends_with_one_clear_line(
+    docker_client: docker.DockerClient, tmp_path: Path
+) -> None:
+    hosts = '"hosts=[{name: a, endpoint: unix:///nonexistent/a.sock}]"'
+    command = [
+        sys.executable, "-m", "rollout.cli", "run", str(DEFAULT_RUN_CONFIG),
+        "steps=1", "groups_per_step=1", "group_size=2",
+        "task_ids=[swe-taskset__spans-remove-drops-right-part]",
+        f"pool.overrides=[backend=docker, {hosts}]", "--out", str(tmp_path), "--no-report",
+    ]  # fmt: skip
+    env = {**os.environ, "COLUMNS": "400"}
+    run = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    output = run.stdout + run.stderr
+    assert run.returncode == 1, output
+    assert "Traceback" not in output, output[-4000:]
+    [line] = [line for line in output.splitlines() if "no pool member could start" in line]
+    assert "Docker host a (unix:///nonexistent/a.sock)" in line
