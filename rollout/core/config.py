@@ -132,6 +132,20 @@ class SchedulerConfig(FrozenConfig):
             "(off for the no-preemption ablation)."
         ),
     )
+    critical_spread: bool = Field(
+        default=False,
+        description=(
+            "Data-parallel rule (DESIGN.md §7): a critical sample not yet tied to an engine goes "
+            "only to an engine whose generating critical samples are below its share, "
+            "ceil(unfinished critical samples / unpaused engines), so critical groups spread over "
+            "the "
+            "engines instead of queueing on one; a group's siblings still prefer their group's "
+            "engine while it is under its share. When no engine with a free slot is under its "
+            "share, any may take it (a slot never idles while critical work waits). A no-op "
+            "with one engine. Off by default: it changes multi-engine decisions, and the "
+            "simulated A/B that would justify turning it on has not been run."
+        ),
+    )
     kv_residency: bool = Field(
         default=False,
         description=(

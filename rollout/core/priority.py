@@ -81,6 +81,7 @@ class PriorityAssignment:
     ranks: Mapping[str, int] = field(default_factory=lambda: _EMPTY_RANKS)
     closure_costs_s: Mapping[str, float] = field(default_factory=lambda: _EMPTY_COSTS)
     demand: int = 0
+    critical_samples: int = 0  # unfinished samples of the critical groups: the critical work
 
     def is_critical(self, group_id: str) -> bool:
         return group_id in self.critical
@@ -135,6 +136,9 @@ def assign_priorities(
         ranks=MappingProxyType({group.group_id: rank for rank, group in enumerate(ordered)}),
         closure_costs_s=MappingProxyType(costs),
         demand=demand,
+        critical_samples=sum(
+            len(group.remaining_work_s) for group in groups if group.group_id in critical
+        ),
     )
 
 
@@ -274,12 +278,14 @@ class CriticalGroupTracker:
         others = [*front, *rest]
         ordered = [*overdue, *others]
         cheapest = others[: max(0, demand - len(overdue))]
+        critical = frozenset((*overdue, *cheapest))
         assignment = PriorityAssignment(
-            critical=frozenset((*overdue, *cheapest)),
+            critical=critical,
             overdue=overdue_set,
             ranks=MappingProxyType({group_id: rank for rank, group_id in enumerate(ordered)}),
             closure_costs_s=MappingProxyType(dict(self._costs)),
             demand=demand,
+            critical_samples=sum(len(self._remaining[group_id]) for group_id in critical),
         )
         self._last = (training_step, assignment)
         return assignment

@@ -38,12 +38,18 @@ Rules (DESIGN.md §2–3):
 * **Engines.** Each engine has `max_running_requests` slots. A sample is sticky to the engine
   of its first generation (its KV lives there); a group's new samples prefer the engine of
   its siblings (shared prompt prefix), else the engine with most free slots.
+* **Data-parallel spread** (`critical_spread`, DESIGN.md §7). A new critical sample goes only
+  to an engine generating fewer critical samples than its share, ceil(unfinished critical
+  samples / unpaused engines), while one with a free slot is under it: critical groups spread
+  over the engines instead of queueing on the one with most free slots or on their siblings'
+  engine.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -183,6 +189,7 @@ class _Engine:
     draining: set[str] = field(default_factory=set)  # preempted, abort not yet returned
     # Running low-priority samples not being preempted: the preemption candidates.
     victims: VictimHeap[_Entry] = field(default_factory=VictimHeap)
+    critical_running: set[str] = field(default_factory=set)  # generating, critical group
 
     @property
     def free_slots(self) -> int:
@@ -225,6 +232,7 @@ class RolloutScheduler:
         self._assignment = PriorityAssignment()
         self._group_engine: dict[str, str] = {}
         self._group_entries: dict[str, dict[str, _Entry]] = {}  # live samples of each group
+        self._critical_live = 0  # live samples of critical groups (the critical work)
         self._queue_seq = 0
         self._residency = (
             KVResidency(config.prior_turn_tokens, config.prior_peak_context_tokens)
@@ -327,6 +335,8 @@ class RolloutScheduler:
         entry = _Entry(Sample(event.sample_id, event.group_id), context_tokens=event.context_tokens)
         self._entries[event.sample_id] = entry
         self._group_entries.setdefault(event.group_id, {})[event.sample_id] = entry
+        if self._assignment.is_critical(event.group_id):
+            self._critical_live += 1
         entry.sample.advance(SampleState.WAIT_GEN)
         self._enqueue(entry)
 
@@ -378,6 +388,8 @@ class RolloutScheduler:
         ]
         for entry in changed:
             critical = assignment.is_critical(entry.sample.group_id)
+            self._critical_live += 1 if critical else -1
+            self._update_critical_running(entry)
             if entry.level is not None:
                 self._dequeue(entry)
                 self._queue(entry, entry.queue_seq)  # same place, the other class's level
@@ -512,11 +524,35 @@ class RolloutScheduler:
             usable = fitting
         if not usable:
             return None
+        if high and entry.engine is None and self._config.critical_spread:
+            usable = self._under_critical_share(usable)
         preferred = self._group_engine.get(entry.sample.group_id)
         for engine in usable:
             if engine.name == preferred:
                 return engine
         return max(usable, key=lambda engine: (engine.free_slots, engine.kv_headroom))
+
+    def _under_critical_share(self, usable: list[_Engine]) -> list[_Engine]:
+        """The usable engines below their share of the critical work (all if none is)."""
+        engines = sum(1 for engine in self._engines.values() if not engine.paused)
+        # The critical work: every unfinished sample of the critical groups (the assignment
+        # counts the ones whose env is still starting too), at least those admitted here.
+        work = max(self._assignment.critical_samples, self._critical_live)
+        share = math.ceil(work / max(1, engines))
+        under = [engine for engine in usable if len(engine.critical_running) < share]
+        return under or usable
+
+    def _update_critical_running(self, entry: _Entry) -> None:
+        """Count `entry` among its engine's generating critical samples iff it is one."""
+        if entry.engine is None:
+            return
+        running = self._engines[entry.engine].critical_running
+        if entry.sample.state is SampleState.GEN and self._assignment.is_critical(
+            entry.sample.group_id
+        ):
+            running.add(entry.sample.sample_id)
+        else:
+            running.discard(entry.sample.sample_id)
 
     def _candidate_engines(self, entry: _Entry) -> list[_Engine]:
         if entry.engine is not None:
@@ -540,6 +576,7 @@ class RolloutScheduler:
         entry.segment_tokens = 0
         entry.started_context_tokens = entry.context_tokens
         self._update_victim(entry)
+        self._update_critical_running(entry)
         if self._residency is not None:
             self._residency.set_live(entry.sample.sample_id, entry.context_tokens)
             self._residency.charge_generation(
@@ -731,6 +768,7 @@ class RolloutScheduler:
             engine.running.discard(entry.sample.sample_id)
             engine.draining.discard(entry.sample.sample_id)
             engine.victims.discard(entry.sample.sample_id)
+            engine.critical_running.discard(entry.sample.sample_id)
             self._touch(engine)
         entry.preempt_pending = False
 
@@ -745,6 +783,8 @@ class RolloutScheduler:
         if self._residency is not None:
             self._residency.sample_finished(sample_id)
         group_id = entry.sample.group_id
+        if self._assignment.is_critical(group_id):
+            self._critical_live -= 1
         siblings = self._group_entries[group_id]
         del siblings[sample_id]
         if not siblings:

@@ -308,3 +308,4 @@ def test_the_incremental_tracker_equals_assign_priorities_with_windows_and_deadl
             dict(expected.closure_costs_s),
         )
         assert list(got.ranks) == list(expected.ranks)
+        assert got.critical_samples == expected.critical_samples

@@ -91,6 +91,22 @@ def test_scheduler_decisions_match_the_recorded_golden_stream(case: str) -> None
     assert got["sha256"] == golden["sha256"]
 
 
+def test_the_data_parallel_rule_leaves_the_single_engine_stream_unchanged() -> None:
+    """`critical_spread` is a no-op with one engine: the stored stream, byte for byte."""
+    scale, scheduler, workload = CASES["one_engine"]
+    CASES["spread_one_engine"] = (
+        scale,
+        scheduler.model_copy(update={"critical_spread": True}),
+        workload,
+    )
+    try:
+        got = summarize(record("spread_one_engine"))
+    finally:
+        del CASES["spread_one_engine"]
+    golden = json.loads(GOLDEN.read_text(encoding="utf-8"))["one_engine"]
+    assert got == golden
+
+
 def test_golden_stream_exercises_preemption_and_priority_changes() -> None:
     """The stored stream is worth guarding: it preempts, interrupts and re-prioritizes."""
     golden = json.loads(GOLDEN.read_text(encoding="utf-8"))
