@@ -389,6 +389,7 @@ def test_conductor_run_spreads_its_samples_over_two_hosts(
             run.terminate()  # it removes its containers on SIGTERM
         output = run.communicate(timeout=120)[0]
     assert run.returncode == 0, output[-4000:]
+    print(f"peak containers of the run per host (main, second): {peak}")  # shown with -s
     # Both daemons ran the run's sandboxes (grading sandboxes start on the main one, where the
     # run builds its images, so its count may pass the host's max_live).
     assert peak[0] >= 1 and peak[1] >= 1, f"containers seen per host: {peak}"
