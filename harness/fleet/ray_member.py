@@ -221,6 +221,7 @@ class RayPoolMember:
         self._gone: WorkerGoneError | None = None
         self.reaped = 0  # containers of this worker removed after it died
         self._tasks: asyncio.TaskGroup | None = None
+        self._refresh: asyncio.Task[None] | None = None
         self._closed = False
 
     @property
@@ -260,7 +261,9 @@ class RayPoolMember:
         self.info = info
         self._tasks = asyncio.TaskGroup()
         await self._tasks.__aenter__()
-        self._tasks.create_task(self._refresh_loop(), name=f"ray-refresh-{self.name}")
+        self._refresh = self._tasks.create_task(
+            self._refresh_loop(), name=f"ray-refresh-{self.name}"
+        )
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -272,7 +275,8 @@ class RayPoolMember:
         if self._closed:
             return
         self._closed = True
-        self._wake.set()
+        if self._refresh is not None:
+            self._refresh.cancel()  # before the close: a view of a closed pool is an error
         if self._gone is None:
             try:
                 await self._call(self._actor.close.remote(), self._config.close_timeout_s)

@@ -119,6 +119,18 @@ def test_ray_workers_and_several_docker_hosts_do_not_combine() -> None:
         ray_fleet(config, RayPoolConfig(), bus=EventBus(), clock=LoopClock())
 
 
+def test_a_factory_is_pickled_once_and_equal_factories_share_a_key() -> None:
+    pytest.importorskip("ray", reason="no Ray: pip install 'aio-conductor[ray]'")
+    from harness.fleet.ray_member import FactoryCache
+
+    cache = FactoryCache()
+    key, payload = cache.entry(FACTORY)
+    assert cache.entry(FACTORY)[1] is payload  # the same bytes: not pickled again
+    twin = functools.partial(FileCheckEnv, max_steps=5)
+    assert cache.entry(twin)[0] == key  # the worker unpickles it once for both
+    assert cache.entry(functools.partial(FileCheckEnv, max_steps=6))[0] != key
+
+
 def test_importing_the_fleet_does_not_import_ray() -> None:
     code = "import sys, harness.fleet, harness.fleet.ray_workers; print('ray' in sys.modules)"
     result = subprocess.run(
