@@ -196,11 +196,6 @@ class _Engine:
         return max(0, self.max_slots - len(self.running))
 
 
-# Dispatch walks the waiting samples sticky to each engine with a free slot (and those not
-# sticky yet) rather than all of them, unless that many engines are open: then the whole level.
-_OPEN_ENGINES_TO_MERGE = 8
-
-
 @dataclass(slots=True)
 class _KVBlocks:
     """What KV residency refused in one dispatch pass, so that nothing later overtakes it."""
@@ -226,7 +221,9 @@ class RolloutScheduler:
         self._levels: dict[QueueLevel, SeqQueue[_Entry]] = {
             level: SeqQueue() for level in QueueLevel
         }
-        self._sticky: dict[tuple[QueueLevel, str | None], SeqQueue[_Entry]] = {}
+        self._sticky: dict[QueueLevel, dict[str | None, SeqQueue[_Entry]]] = {
+            level: {} for level in QueueLevel
+        }
         self._open: set[str] = set()  # engines with a free slot, not paused
         self._open_low: set[str] = set()  # ... whose KV headroom lets low-priority work start
         self._assignment = PriorityAssignment()
@@ -445,9 +442,17 @@ class RolloutScheduler:
                 return
             if not self._levels[level]:
                 continue
-            if open_only and len(self._open) <= _OPEN_ENGINES_TO_MERGE:
-                keys: Iterable[str | None] = (None, *sorted(self._open))
-                streams = [queue for key in keys if (queue := self._sticky.get((level, key)))]
+            if open_only:  # those not sticky yet, and those sticky to an engine with a free slot
+                sticky = self._sticky[level]
+                streams = (
+                    [queue for key, queue in sticky.items() if key is None or key in self._open]
+                    if len(sticky) <= len(self._open)
+                    else [
+                        queue
+                        for key in (None, *self._open)
+                        if (queue := sticky.get(key)) is not None
+                    ]
+                )
             else:
                 streams = [self._levels[level]]
             if len(streams) == 1:
@@ -728,9 +733,10 @@ class RolloutScheduler:
         level = _LEVELS[entry.wait_kind, self._assignment.is_critical(entry.sample.group_id)]
         entry.level = level
         self._levels[level].add(seq, entry)
-        sticky = self._sticky.get((level, entry.engine))
+        by_engine = self._sticky[level]
+        sticky = by_engine.get(entry.engine)
         if sticky is None:
-            sticky = self._sticky[level, entry.engine] = SeqQueue()
+            sticky = by_engine[entry.engine] = SeqQueue()
         sticky.add(seq, entry)
 
     def _dequeue(self, entry: _Entry) -> None:
@@ -739,11 +745,11 @@ class RolloutScheduler:
             return
         entry.level = None
         self._levels[level].remove(entry.queue_seq)
-        key = (level, entry.engine)
-        sticky = self._sticky[key]
+        by_engine = self._sticky[level]
+        sticky = by_engine[entry.engine]
         sticky.remove(entry.queue_seq)
         if not sticky:
-            del self._sticky[key]
+            del by_engine[entry.engine]
 
     def _turn_written(self, entry: _Entry, context_tokens: int) -> None:
         """A generation ended with `context_tokens`: a critical sample keeps its device KV
