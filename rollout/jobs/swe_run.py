@@ -39,7 +39,7 @@ from rollout.core.admission import AdmissionController
 from rollout.core.config import RolloutConfig
 from rollout.engines.base import Engine
 from rollout.engines.faults import FaultyEngine
-from rollout.engines.sglang import SGLangEngine, SGLangEngineConfig
+from rollout.engines.sglang import SGLangEngineConfig, connect_sglang_engines
 from rollout.engines.sim import ServedModelConfig, SimEngine, SimEngineConfig, build_sim_engine
 from rollout.errors import RolloutError, RunFileWriteError
 from rollout.jobs.checkpoint import Checkpoint, write_checkpoint
@@ -158,14 +158,14 @@ async def run_swe_rollout(
         hf_tokenizer = HFTokenizer(config.tokenizer_path)
         tokenizer, chat_format = hf_tokenizer, HFChatFormat.factory(hf_tokenizer)
     agent: ScriptedSWEAgent | None = None
-    connect: Callable[[], Awaitable[Engine]]
+    connect: Callable[[], Awaitable[list[Engine]]]
     if config.engine_backend == "sim":
         model = config.model.load(ServedModelConfig, base_dir)
         engine_config = engine_config_for(policy, config.engine.load(SimEngineConfig, base_dir))
         scripted = agent = ScriptedSWEAgent(tokenizer, config.scripted)
 
-        async def connect() -> Engine:
-            return build_sim_engine(engine_config, model, scripted)
+        async def connect() -> list[Engine]:
+            return [build_sim_engine(engine_config, model, scripted)]
 
         described_engine: dict[str, Any] = {
             "engine": engine_config.model_dump(mode="json"),
@@ -175,8 +175,8 @@ async def run_swe_rollout(
         assert config.sglang is not None  # RunConfig checks it
         sglang_config = config.sglang.load(SGLangEngineConfig, base_dir)
 
-        async def connect() -> Engine:
-            return await SGLangEngine.connect(sglang_config, encode=tokenizer.encode)
+        async def connect() -> list[Engine]:
+            return await connect_sglang_engines(sglang_config, encode=tokenizer.encode)
 
         described_engine = {"sglang": sglang_config.model_dump(mode="json")}
     agent_fn = load_agent(config.agent_api.agent, base_dir) if config.agent_api.agent else None
@@ -238,11 +238,11 @@ async def run_swe_rollout(
         if agent is not None:  # a remote model reads its task from the prompt
             agent.register(session_id, tasks[sample.group.prompt_index], sample.sample_id)
 
-    engine: Engine | None = None
+    engines: list[Engine] = []
     try:
-        engine = await connect()
+        engines = await connect()
         if config.engine_faults.enabled:
-            engine = FaultyEngine(engine, config.engine_faults)
+            engines = [FaultyEngine(engine, config.engine_faults) for engine in engines]
         # One EnvPool on the run's backend, or one per pool.hosts daemon (images copied there).
         lease_pool = build_pool(
             pool_config, runtime.backend, bus=bus, clock=clock, images=sorted(set(images.values()))
@@ -279,7 +279,7 @@ async def run_swe_rollout(
                 policy=policy,
                 agent_loop=config.agent_loop,
                 config=config.conductor,
-                engines=[engine],
+                engines=engines,
                 sessions=sessions,
                 num_prompts=len(tasks),
                 sink=TrajectorySink(config.group_size, recorder.trajectory_writers()),
@@ -303,8 +303,7 @@ async def run_swe_rollout(
                 trainer = SimulatedTrainer(config.trainer, on_batch=record, on_trained=checkpoint)
                 digests = await trainer.run(conductor, config.steps - steps_done)
                 elapsed_s = clock.now() - conductor.origin_s
-                served = engine.inner if isinstance(engine, FaultyEngine) else engine
-                busy_s = served.counters.busy_s if isinstance(served, SimEngine) else 0.0
+                busy_s = _sim_busy_s(engines)
     except asyncio.CancelledError:
         if recorder.write_failure is None:
             raise
@@ -312,7 +311,7 @@ async def run_swe_rollout(
         raise recorder.write_failure from None
     finally:
         try:
-            if engine is not None:
+            for engine in engines:
                 await engine.aclose()
             recorder.close()
         finally:
@@ -321,6 +320,13 @@ async def run_swe_rollout(
         policy.name, digests, conductor, elapsed_s=elapsed_s, busy_s=busy_s
     )
     return SWERunResult(tuple(batches), summary, run_dir, backend, elapsed_s)
+
+
+def _sim_busy_s(engines: Sequence[Engine]) -> float:
+    """The simulated engines' busy time, summed (0 for real servers)."""
+    served = [engine.inner if isinstance(engine, FaultyEngine) else engine for engine in engines]
+    busy = [engine.counters.busy_s for engine in served if isinstance(engine, SimEngine)]
+    return sum(busy)
 
 
 @contextlib.asynccontextmanager

@@ -25,7 +25,7 @@ class SGLangEngineConfig(FrozenConfig):
         default=False,
         description="Each endpoint is an engine of its own for the scheduler (data-parallel "
         "ranks, named <name>-<index>): a sample is placed on one and stays, its group's "
-        "samples prefer it, KV is accounted per server and `scheduler.dp_quota` spreads "
+        "samples prefer it, KV is accounted per server and `scheduler.critical_spread` spreads "
         "critical work over them. false: one engine whose client routes sessions over the "
         "endpoints by load.",
     )

@@ -15,7 +15,7 @@ from rollout.jobs.swe_run import run_swe_rollout
 from rollout.trajectories.hf_tokenizer import HFTokenizer
 from rollout.trajectories.tokenizer import ByteTokenizer
 from tests.paths import CONFIGS
-from tests.rollout.engines.sglang.servers import sim_server
+from tests.rollout.engines.sglang.servers import FaultProxy, sim_server
 from tests.rollout.trajectories.local_tokenizer import save_local_tokenizer
 
 RUN_CONFIG = CONFIGS / "run" / "sglang.yaml"
@@ -113,3 +113,44 @@ async def test_a_run_with_a_models_own_tokenizer_and_chat_template_is_exact(
             span = trajectory.token_ids[turn.gen_start : turn.gen_end]
             assert span[-1] == end_of_turn
             assert tokenizer.decode(span[:-1]) == script.actions[index]
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+async def test_two_servers_as_two_engines_each_keep_their_samples(
+    docker_client: docker.DockerClient, tmp_path: Path
+) -> None:
+    async with (
+        sim_server(["max_running_requests=4"]) as first,
+        sim_server(["max_running_requests=4"]) as second,
+        FaultProxy(first.url) as first_proxy,
+        FaultProxy(second.url) as second_proxy,
+    ):
+        endpoints = f"[{first_proxy.url},{second_proxy.url}]"
+        config = load_config(
+            RunConfig,
+            RUN_CONFIG,
+            [
+                f'sglang.overrides=["endpoints={endpoints}", engine_per_endpoint=true, '
+                "poll_interval_s=0.1]",
+                "steps=2",
+                "groups_per_step=2",
+                "group_size=2",
+                "async_factor=1",
+                f"task_ids=[{TASK}]",
+                "pool.overrides=[backend=docker, warm_per_image=2, max_live=8, act_slots=4]",
+                "trainer.train_time_s=0.2",
+                "seed=4",
+            ],
+        )
+        result = await run_swe_rollout(config, RUN_CONFIG.parent, tmp_path / "run")
+    trajectories = [t for batch in result.batches for t in batch.trajectories]
+    assert len(trajectories) == 8 and all(t.infra_error is None for t in trajectories)
+    served = [
+        {body["session_id"] for body in proxy.bodies("/generate")}
+        for proxy in (first_proxy, second_proxy)
+    ]
+    assert {t.info["engine"] for t in trajectories} == {"sglang-0", "sglang-1"}
+    assert all(served), "both servers took samples"
+    assert not served[0] & served[1], "a sample's turns stay on the engine it started on"
+    assert served[0] | served[1] == {f"{t.sample_id}/r{t.attempt}" for t in trajectories}
