@@ -35,6 +35,7 @@ from harness.fleet.docker_hosts import (
     DockerHostPool,
     HostEndpoint,
     docker_host_pools,
+    host_backends,
     reap_hosts,
     resolve_endpoints,
 )
@@ -435,3 +436,12 @@ def test_conductor_run_with_every_host_down_ends_with_one_clear_line(
     assert "Traceback" not in output, output[-4000:]
     [line] = [line for line in output.splitlines() if "no pool member could start" in line]
     assert "Docker host a (unix:///nonexistent/a.sock)" in line
+
+
+def test_the_default_docker_context_resolves_to_its_socket_and_an_unknown_one_fails() -> None:
+    config = _pool_config([{"name": "main", "context": "default"}])
+    [(host, backend)] = host_backends(config)
+    assert host.name == backend.host == "main" and backend.endpoint.startswith("unix://")
+    unknown = _pool_config([{"name": "x", "context": "no-such-context"}])
+    with pytest.raises(ConfigError, match="context 'no-such-context'.*does not exist"):
+        host_backends(unknown)
