@@ -443,5 +443,5 @@ def test_the_default_docker_context_resolves_to_its_socket_and_an_unknown_one_fa
     [(host, backend)] = host_backends(config)
     assert host.name == backend.host == "main" and backend.endpoint.startswith("unix://")
     unknown = _pool_config([{"name": "x", "context": "no-such-context"}])
-    with pytest.raises(ConfigError, match="context 'no-such-context'.*does not exist"):
+    with pytest.raises(ConfigError, match=r"context 'no-such-context'.*does not exist"):
         host_backends(unknown)
