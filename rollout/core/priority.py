@@ -15,8 +15,9 @@ pool's act slots (`act_slot_key`). Pure: no clock, no I/O.
 from __future__ import annotations
 
 import math
+import operator
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -29,6 +30,7 @@ __all__ = [
     "ActSlotKey",
     "CriticalGroupTracker",
     "GroupStatus",
+    "OrderRanks",
     "PriorityAssignment",
     "act_slot_key",
     "assign_priorities",
@@ -68,7 +70,47 @@ class GroupStatus:
         object.__setattr__(self, "closure_cost_s", closure_cost_s(self.remaining_work_s))
 
 
+_GROUP_ID = operator.itemgetter(2)  # of a (cost or step, admission order, group id) key
 _EMPTY_RANKS: Mapping[str, int] = MappingProxyType({})
+
+
+class OrderRanks(Mapping[str, int]):
+    """Group id -> rank, read from the groups in rank order; the index is built on first
+    lookup. The tracker makes one per recomputation (every turn boundary), and most are
+    replaced before anyone looks a rank up (only preemption ties and act slots do)."""
+
+    __slots__ = ("_index", "_order")
+
+    def __init__(self, order: Sequence[str]) -> None:
+        self._order = tuple(order)
+        self._index: dict[str, int] | None = None
+
+    def _ranks(self) -> dict[str, int]:
+        if self._index is None:
+            self._index = dict(zip(self._order, range(len(self._order)), strict=True))
+        return self._index
+
+    def __getitem__(self, group_id: str) -> int:
+        return self._ranks()[group_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._order)
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def __contains__(self, group_id: object) -> bool:
+        return group_id in self._ranks()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, OrderRanks):
+            return self._order == other._order  # same order, same ranks
+        return super().__eq__(other)
+
+    def __hash__(self) -> int:
+        return hash(self._order)
+
+
 _EMPTY_COSTS: Mapping[str, float] = MappingProxyType({})
 
 
@@ -274,7 +316,7 @@ class CriticalGroupTracker:
             skip = overdue_set | window
             rest = [key[2] for key in self._by_cost if key[2] not in skip]
         else:
-            rest = [key[2] for key in self._by_cost]
+            rest = list(map(_GROUP_ID, self._by_cost))  # C loops: this runs per turn boundary
         others = [*front, *rest]
         ordered = [*overdue, *others]
         cheapest = others[: max(0, demand - len(overdue))]
@@ -282,10 +324,10 @@ class CriticalGroupTracker:
         assignment = PriorityAssignment(
             critical=critical,
             overdue=overdue_set,
-            ranks=MappingProxyType({group_id: rank for rank, group_id in enumerate(ordered)}),
+            ranks=OrderRanks(ordered),
             closure_costs_s=MappingProxyType(dict(self._costs)),
             demand=demand,
-            critical_samples=sum(len(self._remaining[group_id]) for group_id in critical),
+            critical_samples=sum(map(len, map(self._remaining.__getitem__, critical))),
         )
         self._last = (training_step, assignment)
         return assignment

@@ -13,6 +13,7 @@ from rollout.core.predictors.base import RemainingWork
 from rollout.core.priority import (
     CriticalGroupTracker,
     GroupStatus,
+    OrderRanks,
     act_slot_key,
     assign_priorities,
     closure_cost_s,
@@ -309,3 +310,16 @@ def test_the_incremental_tracker_equals_assign_priorities_with_windows_and_deadl
         )
         assert list(got.ranks) == list(expected.ranks)
         assert got.critical_samples == expected.critical_samples
+
+
+def test_order_ranks_read_ranks_from_the_order_and_compare_by_it() -> None:
+    ranks = OrderRanks(["b", "a", "c"])
+    assert (ranks["a"], ranks.get("z"), list(ranks), "c" in ranks) == (
+        1,
+        None,
+        ["b", "a", "c"],
+        True,
+    )
+    assert ranks == OrderRanks(("b", "a", "c"))
+    assert ranks != OrderRanks(["a", "b", "c"])
+    assert ranks == {"b": 0, "a": 1, "c": 2}
