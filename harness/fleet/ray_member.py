@@ -78,6 +78,7 @@ class _RayErrors:
     gone: tuple[type[BaseException], ...]  # the worker (actor, process or node) is dead, or
     # did not answer within its timeout
     unavailable: type[BaseException]  # unreachable for now; it may come back
+    lost: tuple[type[BaseException], ...]  # gone or unreachable: a control call gives it up
     task: type[BaseException]  # a worker method raised (`.cause` is its exception)
     any: tuple[type[BaseException], ...]  # any Ray failure, or a timeout
 
@@ -93,7 +94,11 @@ class _RayErrors:
             exceptions.ActorUnschedulableError,
         )
         return cls(
-            gone, exceptions.ActorUnavailableError, exceptions.RayTaskError, exceptions.RayError
+            gone=(*gone, TimeoutError),
+            unavailable=exceptions.ActorUnavailableError,
+            lost=(*gone, TimeoutError, exceptions.ActorUnavailableError),
+            task=exceptions.RayTaskError,
+            any=(exceptions.RayError, TimeoutError),
         )
 
 
@@ -322,7 +327,7 @@ class RayPoolMember:
             reply, received_s = await self._timed_call(ref, self._config.call_timeout_s)
         except BaseException as exc:
             self._leased -= 1
-            if isinstance(exc, self._errors.gone):
+            if isinstance(exc, self._errors.lost):  # a member that cannot take a lease is down
                 raise self._mark_gone(f"acquire failed: {_cause(exc)}") from exc
             if isinstance(exc, self._errors.task):
                 cause = _unwrapped(exc)
@@ -374,7 +379,7 @@ class RayPoolMember:
         ref = self._actor.reset.remote(lease.lease_id, seed, options)
         try:
             reply, received_s = await self._timed_call(ref, self._config.call_timeout_s)
-        except self._errors.gone as exc:
+        except self._errors.lost as exc:
             self._mark_gone(f"reset failed: {_cause(exc)}")
             raise SandboxError(f"the env worker on {self.name} is gone: {_cause(exc)}") from exc
         except self._errors.task as exc:
@@ -412,7 +417,7 @@ class RayPoolMember:
             reply, received_s = await self._timed_call(
                 self._actor.release.remote(lease.lease_id), self._config.call_timeout_s
             )
-        except self._errors.gone as exc:
+        except self._errors.lost as exc:
             self._mark_gone(f"release failed: {_cause(exc)}")
             return
         self._take_view(reply.view, received_s)

@@ -120,6 +120,8 @@ class RayFleet:
             DockerGoneError: no node has a worker that started (the message says why each not).
             ConfigError: Ray is not installed, or no alive node qualifies.
         """
+        if self._fleet is not None:
+            raise RuntimeError("the Ray fleet is already open; enter it once")
         ray = require_ray()
         if not ray.is_initialized():
             ray.init(address=self._config.address, namespace=self._config.namespace)

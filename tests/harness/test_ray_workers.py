@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any
 
 import docker
 import pytest
@@ -27,6 +28,7 @@ from harness.errors import ConfigError, WorkerGoneError
 from harness.events import EventBus, EventRecorder, Phase
 from harness.fleet import ClockOffset, ClockSample, RayNode, RayPoolConfig, ray_fleet
 from harness.fleet.protocol import LeasePool
+from harness.fleet.ray_worker import reap_worker_containers
 from harness.fleet.ray_workers import RayFleet, node_pool_config, select_nodes
 from harness.pool import PoolConfig
 from harness.sandbox import ContainerLimits, ExecLimits
@@ -93,7 +95,7 @@ def test_workers_go_to_alive_nodes_that_have_the_named_resource() -> None:
 def test_per_node_settings_apply_by_address_then_node_id_over_the_pool() -> None:
     base = PoolConfig(max_live=8, act_slots=4, container=ContainerLimits(memory_mb=512))
     node = RayNode("f" * 56, "10.0.0.2")
-    per_node = {
+    per_node: dict[str, dict[str, object]] = {
         "10.0.0.2": {"max_live": 64, "act_slots": 16},
         "f" * 56: {"act_slots": 32, "container": {"cpus": 2.0}},
     }
@@ -145,7 +147,8 @@ def test_importing_the_fleet_does_not_import_ray() -> None:
 @dataclass(slots=True)
 class _Cluster:
     ray: ModuleType
-    address: str
+    cluster: Any  # ray.cluster_utils.Cluster
+    second_node: Any  # the node process added to the head (the last test removes it)
     worker_pids: set[int]  # every worker the tests started, to check they are all gone
 
 
@@ -158,10 +161,17 @@ def ray_cluster(docker_client: docker.DockerClient, base_image: str) -> Iterator
     )
     from ray.cluster_utils import Cluster
 
+    # A dead node is noticed within about a second (Ray's default health check takes ~30 s).
+    quick_health_check = {"health_check_period_ms": 300, "health_check_failure_threshold": 3}
     cluster = Cluster(
-        initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False}
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 1,
+            "include_dashboard": False,
+            "_system_config": quick_health_check,
+        },
     )
-    cluster.add_node(num_cpus=1)
+    second_node = cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()
     processes = [
         info.process
@@ -169,7 +179,7 @@ def ray_cluster(docker_client: docker.DockerClient, base_image: str) -> Iterator
         for infos in node.all_processes.values()
         for info in infos
     ]
-    state = _Cluster(ray, cluster.address, set())
+    state = _Cluster(ray, cluster, second_node, set())
     ray.init(address=cluster.address, log_to_driver=False)
     try:
         yield state
@@ -212,12 +222,14 @@ def _fleet(cluster: _Cluster, bus: EventBus, **pool: object) -> RayFleet:
         "exec": EXEC.model_dump(),
         **pool,
     }
-    ray_config = RayPoolConfig(actor_num_cpus=0.25, refresh_s=0.2, reap_settle_s=1.0)
+    ray_config = RayPoolConfig(
+        actor_num_cpus=0.25, refresh_s=0.2, reap_settle_s=1.0, reap_timeout_s=10
+    )
     return ray_fleet(PoolConfig.model_validate(settings), ray_config, bus=bus, clock=LoopClock())
 
 
-async def _enter(fleet: RayFleet, cluster: _Cluster) -> RayFleet:
-    await fleet.__aenter__()
+def _track(fleet: RayFleet, cluster: _Cluster) -> RayFleet:
+    """Remember the fleet's worker processes, for the module's final leak check."""
     cluster.worker_pids.update(m.info.pid for m in fleet.members if m.info is not None)
     return fleet
 
@@ -268,7 +280,8 @@ async def _play(
 async def test_episodes_are_placed_on_both_nodes_and_solved_there(
     ray_cluster: _Cluster, base_image: str, docker_client: docker.DockerClient
 ) -> None:
-    async with await _enter(_fleet(ray_cluster, EventBus()), ray_cluster) as fleet:
+    async with _fleet(ray_cluster, EventBus()) as fleet:
+        _track(fleet, ray_cluster)
         assert len(fleet.members) == 2 and fleet.capacity == 4
         played = await asyncio.gather(
             *(_play(fleet, base_image, f"s{i}", "true", asyncio.Event()) for i in range(4))
@@ -288,7 +301,8 @@ async def test_a_killed_worker_costs_its_samples_one_retry_each_and_leaves_no_co
 ) -> None:
     bus, recorder = EventBus(), EventRecorder()
     bus.subscribe(recorder)
-    async with await _enter(_fleet(ray_cluster, bus), ray_cluster) as fleet:
+    async with _fleet(ray_cluster, bus) as fleet:
+        _track(fleet, ray_cluster)
         acting = [asyncio.Event() for _ in range(4)]
         samples = [
             asyncio.create_task(_play(fleet, base_image, f"s{i}", "sleep 4", acting[i]))
@@ -328,7 +342,8 @@ async def test_step_events_reach_the_conductors_bus_on_its_clock(
 ) -> None:
     bus, recorder, clock = EventBus(), EventRecorder(), LoopClock()
     bus.subscribe(recorder)
-    async with await _enter(_fleet(ray_cluster, bus), ray_cluster) as fleet:
+    async with _fleet(ray_cluster, bus) as fleet:
+        _track(fleet, ray_cluster)
         acquired_s = clock.now()
         lease = await fleet.acquire(FACTORY, base_image, sample_id="s1", group_id="g1")
         _, info = await lease.areset(seed=0)
@@ -349,3 +364,48 @@ async def test_step_events_reach_the_conductors_bus_on_its_clock(
     for act, (before_s, after_s) in zip(recorder.of_phase(Phase.ACT), windows, strict=True):
         assert before_s - tolerance_s <= act.start_s <= act.end_s <= after_s
         assert act.duration_s > 0
+
+
+async def _start_four_then(fleet: RayFleet, image: str, kill: Any) -> list[list[_Attempt]]:
+    """Four samples, two per node, each first sleeping 4 s; `kill()` while all are mid-step."""
+    acting = [asyncio.Event() for _ in range(4)]
+    samples = [
+        asyncio.create_task(_play(fleet, image, f"s{i}", "sleep 4", acting[i])) for i in range(4)
+    ]
+    await asyncio.gather(*(event.wait() for event in acting))
+    await asyncio.sleep(1.0)  # every first step is on its worker (starting or sleeping)
+    kill()
+    return list(await asyncio.gather(*samples))
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+async def test_a_node_that_dies_mid_episode_costs_its_samples_a_retry_and_not_the_run(
+    ray_cluster: _Cluster, base_image: str, docker_client: docker.DockerClient
+) -> None:
+    """The last test of the module: it takes the second node away."""
+    bus, recorder = EventBus(), EventRecorder()
+    bus.subscribe(recorder)
+    async with _fleet(ray_cluster, bus) as fleet:
+        _track(fleet, ray_cluster)
+        node_id = ray_cluster.second_node.node_id
+        victim = next(member for member in fleet.members if member.node.node_id == node_id)
+        assert victim.info is not None
+        dead_pid = victim.info.pid
+        played = await _start_four_then(
+            fleet,
+            base_image,
+            lambda: ray_cluster.cluster.remove_node(ray_cluster.second_node, allow_graceful=False),
+        )
+        assert list(fleet.down()) == [victim.name]
+    attempts = [attempt for sample in played for attempt in sample]
+    failed = [attempt for attempt in attempts if attempt.infra_error is not None]
+    assert {attempt.member for attempt in failed} == {victim.name} and len(failed) == 2
+    assert all(sample[-1].reward == 1.0 for sample in played)
+    rewards = recorder.of_phase(Phase.REWARD)
+    assert Counter(event.sample_id for event in rewards) == Counter(a.sample_id for a in attempts)
+    # Its node is gone, so the removal pinned there could not run: the host's reaper (its next
+    # pool start, or `conductor envs reap`) removes what the dead worker left.
+    left = _containers_of(docker_client, {dead_pid})
+    assert reap_worker_containers(dead_pid) >= len(left)
+    assert _containers_of(docker_client, {dead_pid}) == []
