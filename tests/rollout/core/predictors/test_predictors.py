@@ -213,3 +213,12 @@ def test_factory_builds_the_configured_kind(kind: str, expected: type) -> None:
 def test_oracle_without_a_truth_callback_is_refused() -> None:
     with pytest.raises(ValueError, match="truth"):
         build_predictor(PredictorConfig(kind="oracle"))
+
+
+def test_the_fast_normal_cdf_is_the_same_float_as_normal_dist() -> None:
+    """`_phi` replaces NormalDist().cdf on the hot path; predictions must not move a bit."""
+    from rollout.core.predictors.sibling import _phi
+
+    normal = statistics.NormalDist()
+    points = [i / 64.0 for i in range(-640, 641)]
+    assert [_phi(x) for x in points] == [normal.cdf(x) for x in points]
