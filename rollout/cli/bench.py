@@ -245,7 +245,7 @@ def bench_scheduler(
             bench_config, progress=lambda done, total: bar.update(task, completed=done, total=total)
         )
     title = (
-        f"scheduler decision latency per core call ({config.name} {' '.join(overrides or [])}; "
+        f"scheduler decision latency per core call ({' '.join([config.name, *(overrides or [])])}; "
         f"{bench_config.measured_events:,} events per scale after {bench_config.warmup_events:,} "
         f"warm-up; target p99 ≤ {bench_config.target_p99_us:g} µs)"
     )
