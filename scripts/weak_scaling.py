@@ -1,7 +1,7 @@
 """Weak scaling of the simulated cluster (SIMULATED): T_next and busy fraction at N engines.
 
-    .venv/bin/python scripts/weak_scaling.py [CONFIG] [key=value ...] [--engines 1,8,64]
-        [--markdown FILE]
+    .venv/bin/python scripts/weak_scaling.py [key=value ...] [--config CONFIG]
+        [--engines 1,8,64] [--markdown FILE]
 
 CONFIG (default configs/simulate/cluster_weak.yaml) is the per-engine unit; each run
 multiplies its groups_per_step, cluster.engines and cluster.env_nodes by N, so the work per
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("config", nargs="?", type=Path,
+    parser.add_argument("--config", type=Path, help="the per-engine unit (simulate config)",
                         default=ROOT / "configs/simulate/cluster_weak.yaml")  # fmt: skip
     parser.add_argument("overrides", nargs="*", help="key=value overrides of the unit")
     parser.add_argument("--engines", default="1,8,64", help="cluster sizes, comma-separated")

@@ -251,6 +251,7 @@ class WeakScalingRow:
     summary: RunSummary
     busy_low: float | None  # the least busy engine
     busy_high: float | None  # the busiest engine
+    start_wait_s_mean: float | None  # None without an env fleet
     act_wait_s_mean: float | None  # None without an env fleet
     wall_s: float
 
@@ -287,6 +288,7 @@ def run_weak_scaling(
                 summary=run.summary,
                 busy_low=min(busy) if busy else None,
                 busy_high=max(busy) if busy else None,
+                start_wait_s_mean=run.fleet.start_wait_s_mean if run.fleet else None,
                 act_wait_s_mean=run.fleet.act_wait_s_mean if run.fleet else None,
                 wall_s=wall_s,
             )
@@ -295,8 +297,8 @@ def run_weak_scaling(
 
 
 WEAK_SCALING_COLUMNS = ("engines", "env nodes", "B", "samples", "T_next mean", "÷ 1st",
-                        "busy (mean)", "busy [min–max]", "E_rollout", "act wait mean",
-                        "preemptions", "wall")  # fmt: skip
+                        "busy (mean)", "busy [min–max]", "E_rollout", "start wait mean",
+                        "act wait mean", "preemptions", "wall")  # fmt: skip
 
 
 def weak_scaling_rows(rows: Sequence[WeakScalingRow]) -> list[list[str]]:
@@ -325,6 +327,7 @@ def weak_scaling_rows(rows: Sequence[WeakScalingRow]) -> list[list[str]]:
                 number(summary.busy_fraction, 3),
                 spread_text,
                 number(summary.e_rollout, 3),
+                number(row.start_wait_s_mean, 2, " s"),
                 number(row.act_wait_s_mean, 2, " s"),
                 f"{summary.preemptions:,}",
                 number(row.wall_s, 1, " s wall"),
@@ -339,8 +342,8 @@ def weak_scaling_notes(simulation: Simulation) -> list[str]:
     config = simulation.config
     node = config.cluster.node
     return [
-        "SIMULATED: virtual time on the cost model, not hardware; wall = this machine's CPU "
-        "seconds for the whole run.",
+        "SIMULATED: virtual time on the cost model, not hardware; wall = elapsed seconds of "
+        "the whole run on the machine that ran it (the simulator's own cost).",
         f"Cost model ({model.name} on {model.gpu.name}): step = t_fix {cost.t_fix_s:g} s + "
         f"max(t_weights {cost.t_weights_s:g} s, N·b_c {cost.b_c_s:g} s) + N·b_tok "
         f"{cost.b_tok_s:g} s + c_dec {cost.c_dec_s:g} s·ΣL + c_pf {cost.c_pf_s:g} s·Σn(p+n/2); "
