@@ -18,7 +18,7 @@ import math
 import operator
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from rollout.core.config import AdmissionConfig, PriorityConfig
@@ -103,6 +103,8 @@ class OrderRanks(Mapping[str, int]):
         return group_id in self._ranks()
 
     def __eq__(self, other: object) -> bool:
+        if other is self:
+            return True
         if isinstance(other, OrderRanks):
             return self._order == other._order  # same order, same ranks
         return super().__eq__(other)
@@ -239,6 +241,8 @@ class CriticalGroupTracker:
         self._by_cost: list[tuple[float, int, str]] = []  # (cost, admission order, group id)
         self._by_step: list[tuple[int, int, str]] = []  # (admitted step, order, group id)
         self._last: tuple[int, PriorityAssignment] | None = None  # (training step, assignment)
+        # A cost moved without changing the order: `_last` holds but its costs are old.
+        self._costs_stale = False
 
     @property
     def ready_groups(self) -> int:
@@ -294,6 +298,15 @@ class CriticalGroupTracker:
         """The critical groups among the unfinished (not ready) groups, recomputed only when
         a closure cost, the set of groups, the ready count or the training step changed."""
         if self._last is not None and self._last[0] == training_step:
+            if self._costs_stale:  # same order, so the same critical set and ranks
+                self._costs_stale = False
+                last = self._last[1]
+                fresh = replace(
+                    last,
+                    closure_costs_s=MappingProxyType(dict(self._costs)),
+                    critical_samples=sum(map(len, map(self._remaining.__getitem__, last.critical))),
+                )
+                self._last = (training_step, fresh)
             return self._last[1]
         admission, priority = self._admission, self._priority
         demand = max(0, admission.groups_per_batch - len(self._ready))
@@ -330,13 +343,25 @@ class CriticalGroupTracker:
             critical_samples=sum(map(len, map(self._remaining.__getitem__, critical))),
         )
         self._last = (training_step, assignment)
+        self._costs_stale = False
         return assignment
 
     def _restate(self, group_id: str) -> None:
-        """Rebuild the status of an unfinished group after its closure cost changed."""
-        self._last = None
+        """Rebuild the status of an unfinished group after its closure cost changed.
+
+        When the group keeps its place in cost order (most turn boundaries), the last
+        assignment still holds but for its costs and sample counts."""
         if group_id in self._ready:
+            self._last = None
             return
+        before = self._statuses.get(group_id)
+        old_place = (
+            None
+            if before is None
+            else bisect_left(
+                self._by_cost, (before.closure_cost_s, before.admission_order, group_id)
+            )
+        )
         self._drop_status(group_id, forget_cost=False)
         status = self._statuses[group_id] = GroupStatus(
             group_id=group_id,
@@ -345,8 +370,14 @@ class CriticalGroupTracker:
             remaining_work_s=tuple(self._remaining[group_id].values()),
         )
         self._costs[group_id] = status.closure_cost_s
-        insort(self._by_cost, (status.closure_cost_s, status.admission_order, group_id))
+        key = (status.closure_cost_s, status.admission_order, group_id)
+        place = bisect_left(self._by_cost, key)
+        self._by_cost.insert(place, key)
         insort(self._by_step, (status.admitted_step, status.admission_order, group_id))
+        if place == old_place:
+            self._costs_stale = True
+        else:
+            self._last = None
 
     def _drop_status(self, group_id: str, *, forget_cost: bool = True) -> None:
         """Take the group out of the candidates' indexes (`forget_cost=False`: it is restated
