@@ -285,8 +285,8 @@ class RayPoolMember:
         if self._gone is None:
             try:
                 await self._call(self._actor.close.remote(), self._config.close_timeout_s)
-            except self._errors.gone as exc:
-                self._mark_gone(f"died before it closed: {_cause(exc)}")
+            except self._errors.any as exc:  # then its sandboxes are removed as a dead one's
+                self._mark_gone(f"did not close: {_cause(exc)}")
         tasks, self._tasks = self._tasks, None
         if tasks is not None:
             await tasks.__aexit__(None, None, None)  # the refresh stops; a reap finishes
@@ -419,6 +419,9 @@ class RayPoolMember:
             )
         except self._errors.lost as exc:
             self._mark_gone(f"release failed: {_cause(exc)}")
+            return
+        except self._errors.task as exc:  # the sample is over either way: report, go on
+            log.warning("the env worker on %s could not release a lease: %s", self.name, exc)
             return
         self._take_view(reply.view, received_s)
         self._emit_wire(reply.events, received_s)
