@@ -189,17 +189,23 @@ async def simulate_policy(
     )
     fleet = stack.fleet.figures() if stack.fleet is not None else None
     if run_dir is not None and config.cluster != ClusterConfig():
-        write_cluster_figures(run_dir / CLUSTER_FILE, engines, fleet)
+        cost = {"model": simulation.model.name, **simulation.model.cost.model_dump(mode="json")}
+        write_cluster_figures(run_dir / CLUSTER_FILE, engines, fleet, cost_model=cost)
     return PolicyRun(summary, run_dir, stack.kv_backend, engines, fleet)
 
 
 def write_cluster_figures(
-    path: Path, engines: Sequence[EngineFigures], fleet: FleetFigures | None
+    path: Path,
+    engines: Sequence[EngineFigures],
+    fleet: FleetFigures | None,
+    *,
+    cost_model: Mapping[str, Any],
 ) -> None:
-    """Each engine's and the env fleet's figures as JSON, labelled SIMULATED (cluster runs
-    only: a default run's directory stays as it was)."""
+    """Each engine's and the env fleet's figures as JSON, labelled SIMULATED with the cost
+    model they rest on (cluster runs only: a default run's directory stays as it was)."""
     document = {
         "simulated": True,
+        "cost_model": dict(cost_model),
         "engines": [asdict(figure) for figure in engines],
         "fleet": None if fleet is None else asdict(fleet),
     }

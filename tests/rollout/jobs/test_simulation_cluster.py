@@ -85,6 +85,7 @@ def test_a_cluster_run_directory_holds_each_engine_and_the_fleet_labelled_simula
     _run(["cluster.engines=2", "cluster.env_nodes=2"], run_dir=tmp_path)
     document = json.loads((tmp_path / CLUSTER_FILE).read_text())
     assert document["simulated"] is True
+    assert document["cost_model"]["t_fix_s"] > 0
     assert [engine["name"] for engine in document["engines"]] == ["sim-0", "sim-1"]
     assert document["fleet"]["nodes"] == 2
 
