@@ -162,6 +162,12 @@ class RunConfig(FrozenConfig):
     )
     rollout: ConfigRef = Field(description="Rollout cores (configs/rollout/default.yaml).")
     pool: ConfigRef = Field(description="Env pool and sandbox backend (configs/pool/*.yaml).")
+    ray: ConfigRef | None = Field(
+        default=None,
+        description="Env workers on a Ray cluster (configs/pool/ray.yaml, RayPoolConfig): one "
+        "per node, each with its node's Docker engine and the `pool` limits (docs/scale-out.md); "
+        "null: the pool runs in this process (one daemon, or `pool.hosts`).",
+    )
     swe: ConfigRef = Field(description="SWE env (configs/swe/default.yaml).")
     agent_loop: AgentLoopConfig = Field(default_factory=AgentLoopConfig)
     conductor: ConductorConfig = Field(default_factory=ConductorConfig)

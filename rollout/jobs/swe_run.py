@@ -15,21 +15,20 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
-from envs.swe import SWEEnv, SWEEnvConfig, SWETask, load_shipped_tasks, swe_backend
+from envs.swe import SWEEnvConfig, SWETask, load_shipped_tasks, swe_backend
 from envs.swe.actions import ParsedAction, openai_tool_schemas, parse_action, swe_tool_specs
 from envs.swe.datasets import DatasetConfig, load_dataset_tasks
+from envs.swe.factory import SandboxSpec, SWEEnvFactory, sandboxes_for
 from envs.swe.images import TaskImageConfig, numeric_uid
-from envs.swe.runtime import BackendSandboxes
 from envs.swe.tasks import TaskSetError
 from harness.clock import LoopClock
 from harness.config import ConfigError
 from harness.events import EventBus
-from harness.handle import SandboxHandle
 from harness.fleet.build import build_pool
+from harness.fleet.ray_config import RayPoolConfig
 from harness.pool import PoolConfig
 from rollout.agent_api.config import AgentApiConfig
 from rollout.agent_api.loading import load_agent
@@ -187,6 +186,15 @@ async def run_swe_rollout(
         limits=pool_config.container,
         exec_limits=pool_config.exec,
     )
+    ray_config = config.ray.load(RayPoolConfig, base_dir) if config.ray is not None else None
+    sandbox_spec = SandboxSpec(
+        pool_config.backend,
+        TaskImageConfig(agent_uid=numeric_uid(pool_config.container.user)),
+        pool_config.workdir,
+        pool_config.container,
+        pool_config.exec,
+    )
+    sandboxes_for(sandbox_spec, existing=runtime)  # the env factories grade on it here
     backend = runtime.backend.name
     if on_backend is not None:
         on_backend(backend)
@@ -231,7 +239,7 @@ async def run_swe_rollout(
         image = images.get(prompt_index)
         if image is None:
             raise RolloutError(f"no image was prepared for task {task.instance_id}")
-        factory = partial(_swe_env, task, runtime, swe_config)
+        factory = SWEEnvFactory(task, swe_config, sandbox_spec)
         return PooledEnv(factory, image, {"task_id": task.instance_id})
 
     def on_open(session_id: str, sample: SampleRef) -> None:
@@ -245,7 +253,12 @@ async def run_swe_rollout(
             engines = [FaultyEngine(engine, config.engine_faults) for engine in engines]
         # One EnvPool on the run's backend, or one per pool.hosts daemon (images copied there).
         lease_pool = build_pool(
-            pool_config, runtime.backend, bus=bus, clock=clock, images=sorted(set(images.values()))
+            pool_config,
+            runtime.backend,
+            bus=bus,
+            clock=clock,
+            images=sorted(set(images.values())),
+            ray=ray_config,
         )
         async with (
             lease_pool as pool,
@@ -337,9 +350,3 @@ async def _agent_server(config: AgentApiConfig) -> AsyncIterator[AgentApiServer 
         return
     async with AgentApiServer(config.model, config.host, config.port) as server:
         yield server
-
-
-def _swe_env(
-    task: SWETask, runtime: BackendSandboxes, config: SWEEnvConfig, handle: SandboxHandle
-) -> SWEEnv:
-    return SWEEnv(task, sandboxes=handle, grading_sandboxes=runtime.grading_sandbox, config=config)

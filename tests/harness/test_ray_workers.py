@@ -33,6 +33,7 @@ from harness.fleet.ray_workers import RayFleet, node_pool_config, select_nodes
 from harness.pool import PoolConfig
 from harness.sandbox import ContainerLimits, ExecLimits
 from harness.sandbox.labels import MANAGED_LABEL, parse_owner
+from tests.ray_cluster import local_ray_cluster
 
 EXEC = ExecLimits(kill_grace_s=1, host_grace_s=3)
 FACTORY = functools.partial(FileCheckEnv, max_steps=5)  # pickled by reference to the workers
@@ -156,37 +157,9 @@ class _Cluster:
 def ray_cluster(docker_client: docker.DockerClient, base_image: str) -> Iterator[_Cluster]:
     """A head and one more node (separate raylets) on this machine; afterwards, no Ray process
     of it is left, and no container of any of its workers."""
-    ray = pytest.importorskip(
-        "ray", reason="Ray is not installed: pip install 'aio-conductor[ray]'"
-    )
-    from ray.cluster_utils import Cluster
-
-    # A dead node is noticed within about a second (Ray's default health check takes ~30 s).
-    quick_health_check = {"health_check_period_ms": 300, "health_check_failure_threshold": 3}
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={
-            "num_cpus": 1,
-            "include_dashboard": False,
-            "_system_config": quick_health_check,
-        },
-    )
-    second_node = cluster.add_node(num_cpus=1)
-    cluster.wait_for_nodes()
-    processes = [
-        info.process
-        for node in cluster.list_all_nodes()
-        for infos in node.all_processes.values()
-        for info in infos
-    ]
-    state = _Cluster(ray, cluster, second_node, set())
-    ray.init(address=cluster.address, log_to_driver=False)
-    try:
+    with local_ray_cluster() as running:
+        state = _Cluster(running.ray, running.cluster, running.nodes[0], set())
         yield state
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
-    assert all(process.poll() is not None for process in processes), "a Ray process is left"
     deadline = time.monotonic() + 20
     while any(_pid_alive(pid) for pid in state.worker_pids) and time.monotonic() < deadline:
         time.sleep(0.2)
