@@ -297,7 +297,7 @@ def run_weak_scaling(
 
 
 WEAK_SCALING_COLUMNS = ("engines", "env nodes", "B", "samples", "T_next mean", "÷ 1st",
-                        "busy (mean)", "busy [min–max]", "E_rollout", "start wait mean",
+                        "busy (mean)", "busy [min–max]", "E_rollout", "length bias", "start wait mean",
                         "act wait mean", "preemptions", "wall")  # fmt: skip
 
 
@@ -327,6 +327,7 @@ def weak_scaling_rows(rows: Sequence[WeakScalingRow]) -> list[list[str]]:
                 number(summary.busy_fraction, 3),
                 spread_text,
                 number(summary.e_rollout, 3),
+                number(summary.length_bias, 3),
                 number(row.start_wait_s_mean, 2, " s"),
                 number(row.act_wait_s_mean, 2, " s"),
                 f"{summary.preemptions:,}",
