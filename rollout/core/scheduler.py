@@ -230,6 +230,8 @@ class RolloutScheduler:
         self._group_engine: dict[str, str] = {}
         self._group_entries: dict[str, dict[str, _Entry]] = {}  # live samples of each group
         self._critical_live = 0  # live samples of critical groups (the critical work)
+        self._victims_total = 0  # preemption candidates on unpaused engines
+        self._draining_engines: set[str] = set()  # engines with a preemption in flight
         self._queue_seq = 0
         self._residency = (
             KVResidency(config.prior_turn_tokens, config.prior_peak_context_tokens)
@@ -296,11 +298,9 @@ class RolloutScheduler:
                         name, load.kv_capacity_tokens, load.host_kv_capacity_tokens
                     )
             case EnginePaused(engine=name):
-                self._engine(name).paused = True
-                self._touch(self._engines[name])
+                self._set_paused(self._engine(name), paused=True)
             case EngineResumed(engine=name):
-                self._engine(name).paused = False
-                self._touch(self._engines[name])
+                self._set_paused(self._engine(name), paused=False)
             case SampleAdmitted():
                 self._on_admitted(event)
             case GenerationProgress(sample_id=sample_id, segment_tokens=tokens):
@@ -612,12 +612,20 @@ class RolloutScheduler:
             if (sticky in self._open) if sticky is not None else bool(self._open):
                 continue  # a slot it may use is free: it waits for KV or live-set room
             if freeing is None:
-                unpaused = [e for e in self._engines.values() if not e.paused]
-                freeing = {e.name: len(e.draining) for e in unpaused}
+                engines = self._engines
+                freeing = {
+                    name: len(engines[name].draining)
+                    for name in self._draining_engines
+                    if not engines[name].paused
+                }
                 freeing_left = sum(freeing.values())
-                victims_left = sum(len(e.victims) for e in unpaused)
+                victims_left = self._victims_total
                 if not victims_left and not freeing_left:
                     break
+            if sticky is not None:
+                engine = self._engines[sticky]
+                if not freeing.get(sticky, 0) and (engine.paused or not engine.victims):
+                    continue  # its one engine has neither a slot being freed nor a victim
             candidates = self._candidate_engines(entry)
             candidates = [engine for engine in candidates if self._kv_would_hold(entry, engine)]
             targets = [engine.name for engine in candidates]  # a slot it could not use: none
@@ -639,6 +647,7 @@ class RolloutScheduler:
         assert victim.engine is not None
         victim.preempt_pending = True
         self._engines[victim.engine].draining.add(victim.sample.sample_id)
+        self._draining_engines.add(victim.engine)
         self._update_victim(victim)
         return Preempt(
             victim.sample.sample_id,
@@ -703,7 +712,8 @@ class RolloutScheduler:
         """Keep `entry`'s place among its engine's preemption candidates current."""
         if entry.engine is None:
             return
-        victims = self._engines[entry.engine].victims
+        engine = self._engines[entry.engine]
+        victims, before = engine.victims, len(engine.victims)
         if (
             entry.sample.state is SampleState.GEN
             and not entry.preempt_pending
@@ -712,6 +722,14 @@ class RolloutScheduler:
             victims.add(entry.sample.sample_id, entry.victim_primary, entry)
         else:
             victims.discard(entry.sample.sample_id)
+        if not engine.paused:
+            self._victims_total += len(victims) - before
+
+    def _set_paused(self, engine: _Engine, *, paused: bool) -> None:
+        if engine.paused != paused:  # its candidates leave or rejoin the count
+            self._victims_total += -len(engine.victims) if paused else len(engine.victims)
+        engine.paused = paused
+        self._touch(engine)
 
     def _victim_key(self, entry: _Entry) -> tuple[int, float, int, str]:
         """Fewest tokens this turn, then latest start, then lowest-priority group, then id."""
@@ -773,7 +791,12 @@ class RolloutScheduler:
             engine = self._engine(entry.engine)
             engine.running.discard(entry.sample.sample_id)
             engine.draining.discard(entry.sample.sample_id)
+            if not engine.draining:
+                self._draining_engines.discard(engine.name)
+            before = len(engine.victims)
             engine.victims.discard(entry.sample.sample_id)
+            if not engine.paused:
+                self._victims_total += len(engine.victims) - before
             engine.critical_running.discard(entry.sample.sample_id)
             self._touch(engine)
         entry.preempt_pending = False
