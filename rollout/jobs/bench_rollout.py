@@ -297,8 +297,8 @@ def run_weak_scaling(
 
 
 WEAK_SCALING_COLUMNS = ("engines", "env nodes", "B", "samples", "T_next mean", "÷ 1st",
-                        "busy (mean)", "busy [min–max]", "E_rollout", "length bias", "start wait mean",
-                        "act wait mean", "preemptions", "wall")  # fmt: skip
+                        "busy (mean)", "busy [min–max]", "E_rollout", "length bias",
+                        "start wait mean", "act wait mean", "preemptions", "wall")  # fmt: skip
 
 
 def weak_scaling_rows(rows: Sequence[WeakScalingRow]) -> list[list[str]]:
