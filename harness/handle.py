@@ -36,10 +36,20 @@ class SandboxHandle(Protocol):
 
 
 class PooledSandboxHandle:
-    """Resolves to a sandbox made by the env pool; the pool, not the env, destroys it."""
+    """Resolves to a sandbox made by the env pool; the pool, not the env, destroys it.
 
-    def __init__(self, future: asyncio.Future[Sandbox]) -> None:
+    `sibling(image)` makes a fresh sandbox where this one runs (the same backend: the same
+    Docker host or Ray node), for work the env does beside the agent's sandbox, such as grading
+    in a clean one; the env closes it.
+    """
+
+    def __init__(
+        self,
+        future: asyncio.Future[Sandbox],
+        sibling: Callable[[str], Awaitable[Sandbox]] | None = None,
+    ) -> None:
         self._future = future
+        self._sibling = sibling
 
     @property
     def ready(self) -> bool:
@@ -57,6 +67,20 @@ class PooledSandboxHandle:
             if self._future.cancelled():
                 raise SandboxError("the sandbox was released before it started") from None
             raise
+
+    async def sibling(self, image: str) -> Sandbox:
+        """A fresh sandbox from `image` on this sandbox's backend (the caller closes it).
+
+        Raises:
+            SandboxError: it cannot be created, or this handle's pool offers none.
+        """
+        if self._sibling is None:
+            raise SandboxError("this sandbox's pool makes no sibling sandboxes")
+        return await self._sibling(image)
+
+    @property
+    def makes_siblings(self) -> bool:
+        return self._sibling is not None
 
     def cancel(self) -> None:
         """Give up on a sandbox that has not started yet (the pool destroys it on arrival)."""

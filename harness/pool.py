@@ -344,7 +344,7 @@ class EnvPool:
                 done, requested_s, sample_id, group_id, image, bool(warm)
             )
         )
-        handle = PooledSandboxHandle(future)
+        handle = PooledSandboxHandle(future, sibling=self.backend.create)
         lease = EnvLease(
             self,
             factory(handle),

@@ -239,7 +239,7 @@ async def run_swe_rollout(
         image = images.get(prompt_index)
         if image is None:
             raise RolloutError(f"no image was prepared for task {task.instance_id}")
-        factory = SWEEnvFactory(task, swe_config, sandbox_spec)
+        factory = SWEEnvFactory(task, swe_config, sandbox_spec, image)
         return PooledEnv(factory, image, {"task_id": task.instance_id})
 
     def on_open(session_id: str, sample: SampleRef) -> None:
