@@ -18,12 +18,21 @@ import docker
 
 from harness.backends import DockerBackend
 from harness.env import AgentEnv, ResetReturn, StepReturn
+from harness.fleet.protocol import Lease
 from harness.handle import SandboxHandle
-from harness.pool import EnvLease, EnvPool, PoolConfig
+from harness.pool import EnvPool, PoolConfig
 from harness.sandbox.docker import DockerSandbox
 from harness.sandbox.limits import ContainerLimits
 
-__all__ = ["EnvBenchConfig", "EnvBenchResult", "run_env_bench"]
+__all__ = [
+    "EnvBenchConfig",
+    "EnvBenchResult",
+    "ShellEnv",
+    "drive_actions",
+    "percentile",
+    "run_env_bench",
+    "timed",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +53,7 @@ class EnvBenchResult:
     actions_per_s: dict[int, float] = field(default_factory=dict)
 
 
-class _ShellEnv(AgentEnv):
+class ShellEnv(AgentEnv):
     """Runs each action as a command; the least env possible, to measure the pool itself."""
 
     def __init__(self, sandbox: SandboxHandle) -> None:
@@ -65,7 +74,7 @@ def percentile(values: Sequence[float], fraction: float) -> float:
     return ordered[index]
 
 
-async def _timed(operation: Callable[[], Awaitable[object]]) -> float:
+async def timed(operation: Callable[[], Awaitable[object]]) -> float:
     started = time.perf_counter()
     await operation()
     return time.perf_counter() - started
@@ -83,8 +92,8 @@ async def run_env_bench(
     progress(f"cold acquire x{config.acquires}")
     async with EnvPool(backend, PoolConfig(warm_per_image=0, max_live=8)) as pool:
         for _ in range(config.acquires):
-            lease = await pool.acquire(_ShellEnv, image)
-            result.cold_acquire_s.append(await _timed(lease.handle.get))
+            lease = await pool.acquire(ShellEnv, image)
+            result.cold_acquire_s.append(await timed(lease.handle.get))
             await lease.release()
 
     progress(f"warm acquire x{config.acquires}")
@@ -92,7 +101,7 @@ async def run_env_bench(
         for _ in range(config.acquires):
             await pool.wait_warm(image)
             started = time.perf_counter()
-            lease = await pool.acquire(_ShellEnv, image)
+            lease = await pool.acquire(ShellEnv, image)
             await lease.handle.get()
             result.warm_acquire_s.append(time.perf_counter() - started)
             await lease.release()
@@ -102,9 +111,9 @@ async def run_env_bench(
     try:
         raw = ["docker", "exec", sandbox.container_id, "bash", "-c", config.command]
         for _ in range(config.exec_repeats):
-            result.raw_exec_s.append(await _timed(lambda: _run_quietly(raw)))
+            result.raw_exec_s.append(await timed(lambda: _run_quietly(raw)))
             result.sandbox_exec_s.append(
-                await _timed(lambda: sandbox.exec(config.command, timeout_s=30))
+                await timed(lambda: sandbox.exec(config.command, timeout_s=30))
             )
     finally:
         await sandbox.aclose()
@@ -114,11 +123,11 @@ async def run_env_bench(
         pool_config = PoolConfig(warm_per_image=envs, max_live=envs, act_slots=envs)
         async with EnvPool(backend, pool_config) as pool:
             await pool.wait_warm(image, envs)
-            leases = [await pool.acquire(_ShellEnv, image) for _ in range(envs)]
+            leases = [await pool.acquire(ShellEnv, image) for _ in range(envs)]
             for lease in leases:
                 await lease.areset()
-            elapsed = await _timed(
-                lambda: asyncio.gather(*(_drive(lease, config) for lease in leases))  # noqa: B023
+            elapsed = await timed(
+                lambda: asyncio.gather(*(drive_actions(lease, config) for lease in leases))  # noqa: B023
             )
             result.actions_per_s[envs] = envs * config.actions_per_env / elapsed
             for lease in leases:
@@ -126,7 +135,8 @@ async def run_env_bench(
     return result
 
 
-async def _drive(lease: EnvLease, config: EnvBenchConfig) -> None:
+async def drive_actions(lease: Lease, config: EnvBenchConfig) -> None:
+    """Step `lease` `actions_per_env` times with the benchmark's command."""
     for _ in range(config.actions_per_env):
         await lease.astep(config.command)
 

@@ -432,16 +432,7 @@ class EnvPool:
         now_s = self.clock.now()
         self._emit(Phase.INFRA_ERROR, waited_from_s, now_s, lease, {"message": message})
         self._emit(Phase.REWARD, now_s, now_s, lease, {"reward": 0.0, "infra_error": message})
-        observation = (
-            f"[infrastructure error] {message}. The episode ends; it is retried, not graded."
-        )
-        return (
-            observation,
-            0.0,
-            False,
-            True,
-            {"infra_error": message, "truncation_reason": "infra_error"},
-        )
+        return infra_error_step(message)
 
     # -- sandbox lifetime ---------------------------------------------------------------------
 
@@ -652,6 +643,19 @@ class EnvPool:
     def _check_open(self) -> None:
         if self._closed:
             raise PoolClosedError("the env pool is closed; create a new one")
+
+
+def infra_error_step(message: str) -> StepReturn:
+    """The step return of an episode that ended for an infrastructure reason: truncated, not
+    graded (the sample is retried), with `info["infra_error"]` saying why."""
+    observation = f"[infrastructure error] {message}. The episode ends; it is retried, not graded."
+    return (
+        observation,
+        0.0,
+        False,
+        True,
+        {"infra_error": message, "truncation_reason": "infra_error"},
+    )
 
 
 async def _close_quietly(sandbox: Sandbox) -> None:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from harness.backends import DockerBackend
-from harness.bench import EnvBenchConfig, _drive, _ShellEnv, _timed, percentile
+from harness.bench import EnvBenchConfig, ShellEnv, drive_actions, percentile, timed
 from harness.clock import LoopClock
 from harness.events import EventBus
 from harness.fleet import LeasePool, RayPoolConfig, ray_fleet
@@ -44,13 +44,13 @@ def _pool_config(envs: int) -> PoolConfig:
 
 async def _actions_per_s(pool: LeasePool, image: str, envs: int, config: EnvBenchConfig) -> float:
     """`envs` leases on warm sandboxes, each acting `actions_per_env` times, all at once."""
-    leases = [await pool.acquire(_ShellEnv, image) for _ in range(envs)]
+    leases = [await pool.acquire(ShellEnv, image) for _ in range(envs)]
     try:
         for lease in leases:
             await lease.areset()
             await lease.astep(config.command)  # the sandbox is there (not timed)
-        elapsed_s = await _timed(
-            lambda: asyncio.gather(*(_drive(lease, config) for lease in leases))  # type: ignore[arg-type]
+        elapsed_s = await timed(
+            lambda: asyncio.gather(*(drive_actions(lease, config) for lease in leases))  # type: ignore[arg-type]
         )
     finally:
         for lease in leases:
@@ -73,7 +73,7 @@ async def _through_ray(
         for member in fleet.members:
             await member.wait_warm(image, envs)
             for _ in range(ROUND_TRIPS):  # the hop alone: a call that does nothing on the worker
-                round_trips_s.append(await _timed(member.actor.view.remote))
+                round_trips_s.append(await timed(member.actor.view.remote))
         return await _actions_per_s(fleet, image, envs, config)
 
 

@@ -39,9 +39,9 @@ from harness.fleet.ray_worker import (
     event_from_wire,
     reap_worker_containers,
 )
-from harness.pool import PoolConfig, PoolStats
+from harness.pool import PoolConfig, PoolStats, infra_error_step
 
-__all__ = ["FactoryCache", "RayLease", "RayPoolMember", "infra_error_return"]
+__all__ = ["FactoryCache", "RayLease", "RayPoolMember"]
 
 log = logging.getLogger(__name__)
 
@@ -57,18 +57,6 @@ class _Reply(Protocol):
 
 _R = TypeVar("_R", bound=_Reply)
 _NO_STATS = PoolStats(live=0, warm=0, leased=0, cold_starts=0, warm_hits=0, replaced_dead=0)
-
-
-def infra_error_return(message: str) -> StepReturn:
-    """The step return of an episode that ended for an infrastructure reason (as `EnvPool`'s)."""
-    observation = f"[infrastructure error] {message}. The episode ends; it is retried, not graded."
-    return (
-        observation,
-        0.0,
-        False,
-        True,
-        {"infra_error": message, "truncation_reason": "infra_error"},
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -436,7 +424,7 @@ class RayPoolMember:
         )
         data = {"reward": 0.0, "infra_error": message}
         self.bus.emit(StepEvent(Phase.REWARD, now_s, now_s, *ids, data))
-        return infra_error_return(message)
+        return infra_error_step(message)
 
     # -- calls, clock, events -----------------------------------------------------------------
 
