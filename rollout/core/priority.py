@@ -15,7 +15,6 @@ pool's act slots (`act_slot_key`). Pure: no clock, no I/O.
 from __future__ import annotations
 
 import math
-import operator
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -70,7 +69,6 @@ class GroupStatus:
         object.__setattr__(self, "closure_cost_s", closure_cost_s(self.remaining_work_s))
 
 
-_GROUP_ID = operator.itemgetter(2)  # of a (cost or step, admission order, group id) key
 _EMPTY_RANKS: Mapping[str, int] = MappingProxyType({})
 
 
@@ -239,6 +237,7 @@ class CriticalGroupTracker:
         self._statuses: dict[str, GroupStatus] = {}
         self._costs: dict[str, float] = {}  # of the unfinished groups, in admission order
         self._by_cost: list[tuple[float, int, str]] = []  # (cost, admission order, group id)
+        self._by_cost_ids: list[str] = []  # the same groups' ids, in the same order
         self._by_step: list[tuple[int, int, str]] = []  # (admitted step, order, group id)
         self._last: tuple[int, PriorityAssignment] | None = None  # (training step, assignment)
         # A cost moved without changing the order: `_last` holds but its costs are old.
@@ -329,9 +328,9 @@ class CriticalGroupTracker:
             skip = overdue_set | window
             rest = [key[2] for key in self._by_cost if key[2] not in skip]
         else:
-            rest = list(map(_GROUP_ID, self._by_cost))  # C loops: this runs per turn boundary
-        others = [*front, *rest]
-        ordered = [*overdue, *others]
+            rest = self._by_cost_ids  # read only: OrderRanks copies it
+        others = [*front, *rest] if front else rest
+        ordered = [*overdue, *others] if overdue else others
         cheapest = others[: max(0, demand - len(overdue))]
         critical = frozenset((*overdue, *cheapest))
         assignment = PriorityAssignment(
@@ -373,6 +372,7 @@ class CriticalGroupTracker:
         key = (status.closure_cost_s, status.admission_order, group_id)
         place = bisect_left(self._by_cost, key)
         self._by_cost.insert(place, key)
+        self._by_cost_ids.insert(place, group_id)
         insort(self._by_step, (status.admitted_step, status.admission_order, group_id))
         if place == old_place:
             self._costs_stale = True
@@ -388,11 +388,9 @@ class CriticalGroupTracker:
         if forget_cost:
             del self._costs[group_id]
         order = status.admission_order
-        for index, key in (
-            (self._by_cost, (status.closure_cost_s, order, group_id)),
-            (self._by_step, (status.admitted_step, order, group_id)),
-        ):
-            del index[bisect_left(index, key)]
+        place = bisect_left(self._by_cost, (status.closure_cost_s, order, group_id))
+        del self._by_cost[place], self._by_cost_ids[place]
+        del self._by_step[bisect_left(self._by_step, (status.admitted_step, order, group_id))]
 
     def _group_of(self, sample_id: str) -> str:
         try:
