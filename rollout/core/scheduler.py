@@ -437,7 +437,7 @@ class RolloutScheduler:
         """Waiting samples level by level, FIFO within a level; samples removed meanwhile are
         skipped. `open_only` may leave out samples sticky to an engine without a free slot
         (dispatch could not start them, and skipping them changes nothing it decides)."""
-        for level in QueueLevel:
+        for level in _ALL_LEVELS:  # a tuple: iterating the enum class costs a call per level
             if high_only and level not in _HIGH_LEVELS:
                 return
             if not self._levels[level]:
@@ -849,3 +849,4 @@ class RolloutScheduler:
 
 _WAITING_STATES = (SampleState.WAIT_GEN, SampleState.PREEMPTED, SampleState.INTERRUPTED)
 _HIGH_LEVELS = (QueueLevel.INTERRUPTED_HIGH, QueueLevel.BACK_FROM_ENV_HIGH)
+_ALL_LEVELS = tuple(QueueLevel)
