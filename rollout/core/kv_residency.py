@@ -24,6 +24,8 @@ accounting (no clock, no I/O); the scheduler decides the order and whom to preem
 
 from __future__ import annotations
 
+import bisect
+
 __all__ = ["KVResidency"]
 
 
@@ -34,6 +36,8 @@ class KVResidency:
         self._capacity: dict[str, int] = {}
         self._host_capacity: dict[str, int] = {}
         self._live: dict[str, int] = {}  # started, unfinished sample -> context tokens
+        self._live_sorted: list[int] = []  # the same contexts, ascending (projection in C loops)
+        self._live_total = 0
         self._prior_peak_tokens = prior_peak_tokens
         self._finished = 0
         self._finished_tokens = 0
@@ -65,16 +69,21 @@ class KVResidency:
         if not self._live or not all(self._capacity.values()):
             return True
         peak = self.expected_peak()
-        projected = sum(max(tokens, peak) for tokens in self._live.values())
+        # sum(max(tokens, peak)) over the live set: those below the peak count as the peak.
+        below = bisect.bisect_left(self._live_sorted, peak)
+        projected = peak * below + self._live_total - sum(self._live_sorted[:below])
         return projected + max(context_tokens, peak) <= total
 
     def set_live(self, sample_id: str, context_tokens: int) -> None:
         """A started sample's context is now `context_tokens` (it counts from its first start)."""
+        self._drop_live(sample_id)
         self._live[sample_id] = context_tokens
+        bisect.insort(self._live_sorted, context_tokens)
+        self._live_total += context_tokens
 
     def sample_finished(self, sample_id: str) -> None:
         """The sample ended: it leaves the live set, its final context feeds the estimate."""
-        final = self._live.pop(sample_id, None)
+        final = self._drop_live(sample_id)
         if final is not None:
             self._finished += 1
             self._finished_tokens += final
@@ -144,3 +153,11 @@ class KVResidency:
     def held(self, sample_id: str) -> int:
         held = self._charges.get(sample_id)
         return 0 if held is None else held[1]
+
+    def _drop_live(self, sample_id: str) -> int | None:
+        """Take `sample_id` out of the live set; returns the context it had there."""
+        tokens = self._live.pop(sample_id, None)
+        if tokens is not None:
+            del self._live_sorted[bisect.bisect_left(self._live_sorted, tokens)]
+            self._live_total -= tokens
+        return tokens

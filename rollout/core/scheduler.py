@@ -518,13 +518,11 @@ class RolloutScheduler:
             kv_blocked.live_full = True  # no later new sample may overtake it
             return None
         if residency is not None:
-            fitting = [
-                engine
-                for engine in usable
-                if residency.fits(sample_id, engine.name, entry.context_tokens)
-            ]
+            fitting = []
             for engine in usable:
-                if engine not in fitting:
+                if residency.fits(sample_id, engine.name, entry.context_tokens):
+                    fitting.append(engine)
+                else:
                     kv_blocked.engines.setdefault(engine.name, entry)
             usable = fitting
         if not usable:

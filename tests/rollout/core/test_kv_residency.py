@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from rollout.core.config import SchedulerConfig
 from rollout.core.kv_residency import KVResidency
 from rollout.core.priority import PriorityAssignment
@@ -227,3 +230,29 @@ def test_no_slot_is_preempted_for_a_critical_sample_the_live_set_could_not_take_
     world.critical("HI")
     decisions = world.admit("hi", 50_000)  # the live set cannot take it
     assert preempts(decisions) == [] and starts(decisions) == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["a", "b", "c", "d"]), st.integers(0, 5_000), st.booleans()),
+        max_size=40,
+    ),
+    st.integers(0, 6_000),
+)
+def test_the_live_set_projection_equals_the_sum_over_samples_at_least_at_the_peak(
+    operations: list[tuple[str, int, bool]], newcomer: int
+) -> None:
+    residency = KVResidency(prior_turn_tokens=10, prior_peak_tokens=2_000)
+    residency.set_capacity("e", 6_000, host_tokens=6_000)
+    live: dict[str, int] = {}
+    for sample, tokens, finish in operations:
+        if finish and sample in live:
+            residency.sample_finished(sample)
+            live.pop(sample)
+        else:
+            residency.set_live(sample, tokens)
+            live[sample] = tokens
+        peak = residency.expected_peak()
+        projected = sum(max(t, peak) for t in live.values()) + max(newcomer, peak)
+        assert residency.new_sample_fits(newcomer) == (not live or projected <= 12_000)
