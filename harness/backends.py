@@ -6,6 +6,7 @@ The pool speaks only `SandboxBackend`; which one runs is configuration (`pool.ba
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import shutil
 import tempfile
@@ -75,9 +76,15 @@ class DockerBackend:
         self._lost: set[str] = set()  # created while the daemon went away: never handed out
 
     async def create(self, image: str) -> Sandbox:
+        """A new, started container for `image`.
+
+        Cancelling the caller does not stop the daemon from making it, so a cancelled create
+        waits for the container and removes it (a run that stops mid-start leaves none behind);
+        if that wait is cut short too, the name is kept for `remove_lost`.
+        """
         name = new_container_name()
-        try:
-            sandbox = await DockerSandbox.create(
+        creating = asyncio.ensure_future(
+            DockerSandbox.create(
                 self.client,
                 image,
                 workdir=self._workdir,
@@ -85,6 +92,15 @@ class DockerBackend:
                 exec_limits=self._exec_limits,
                 name=name,
             )
+        )
+        try:
+            sandbox = await asyncio.shield(creating)
+        except asyncio.CancelledError:
+            self._lost.add(name)
+            with contextlib.suppress(BaseException):
+                await (await creating).aclose()
+                self._lost.discard(name)
+            raise
         except DockerUnavailableError as exc:
             self._lost.add(name)  # the daemon may have made it before it went away
             if self.host is None:

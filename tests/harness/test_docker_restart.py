@@ -3,6 +3,7 @@ container is left (fault 1 of the reliability issue). Uses a private daemon on i
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -14,6 +15,9 @@ from pathlib import Path
 import docker
 import pytest
 
+from envs.swe.runtime import swe_backend
+from envs.swe.tasks import SWETask, load_shipped_tasks
+from harness.fleet.docker_hosts import copy_image
 from harness.reaper import reap_containers
 from harness.sandbox.labels import MANAGED_LABEL
 from rollout.cli.run import DEFAULT_RUN_CONFIG
@@ -22,6 +26,7 @@ from tests.harness.private_dockerd import PrivateDockerd
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
+TASK = "swe-taskset__spans-remove-drops-right-part"
 
 
 @pytest.fixture(scope="module")
@@ -33,10 +38,19 @@ def private(docker_client: docker.DockerClient, base_image: str) -> Iterator[Pri
         daemon.destroy()
         pytest.skip(f"this machine cannot run a second Docker daemon: {exc}")
     try:
-        daemon.client().images.load(b"".join(docker_client.images.get(base_image).save()))
+        # The base and the task image come from the machine's daemon: building them on a fresh
+        # daemon (debootstrap) takes most of a minute.
+        task_image = asyncio.run(swe_backend("docker").ensure_image(_task()))
+        for image in (base_image, task_image):  # with their tags (an untagged copy is rebuilt)
+            copy_image(docker_client, daemon.client(), image)
         yield daemon
     finally:
         daemon.destroy()
+
+
+def _task() -> SWETask:
+    (task,) = [t for t in load_shipped_tasks() if t.instance_id == TASK]
+    return task
 
 
 def _ours(client: docker.DockerClient) -> list[str]:
@@ -48,6 +62,7 @@ def _start_run(private: PrivateDockerd, out: Path, pool: str = "") -> subprocess
     command = [
         sys.executable, "-m", "rollout.cli", "run", str(DEFAULT_RUN_CONFIG),
         "steps=3", "groups_per_step=1", "group_size=2", "trainer.train_time_s=0.1",
+        f"task_ids=[{TASK}]",  # one task image to build on the private daemon, not six
         f"pool.overrides=[backend=docker, warm_per_image=1, max_live=6, act_slots=2{pool}]",
         "model.overrides=[cost.t_weights_s=0.0005]", "--out", str(out), "--no-report",
     ]  # fmt: skip

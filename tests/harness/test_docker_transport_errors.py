@@ -3,6 +3,8 @@ crashes the run (fault 1 of the reliability issue)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import docker
 import docker.models.containers
 import pytest
@@ -12,6 +14,7 @@ from harness.backends import DockerBackend
 from harness.errors import DockerUnavailableError, SandboxDeadError, SandboxError
 from harness.sandbox.docker import DockerSandbox
 from harness.sandbox.limits import ExecLimits
+from tests.conftest import project_containers
 
 pytestmark = pytest.mark.docker
 
@@ -73,3 +76,21 @@ def _status(code: int) -> requests.Response:
     response = requests.Response()
     response.status_code = code
     return response
+
+
+@pytest.mark.parametrize("after_s", [0.0, 0.02, 0.05, 0.1])
+async def test_a_create_cancelled_while_the_daemon_makes_the_container_leaves_none(
+    docker_client: docker.DockerClient, base_image: str, after_s: float
+) -> None:
+    backend = DockerBackend(docker_client, exec_limits=ExecLimits(kill_grace_s=1))
+    creating = asyncio.ensure_future(backend.create(base_image))
+    await asyncio.sleep(after_s)  # the daemon is at some stage of creating and starting it
+    creating.cancel()
+    try:
+        sandbox = await creating
+    except asyncio.CancelledError:
+        pass
+    else:  # it was done before the cancel came: it is the caller's to close
+        await sandbox.aclose()
+    await backend.remove_lost()  # what a pool's close does
+    assert project_containers(docker_client) == []
