@@ -9,11 +9,13 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import docker
+import pytest
 
-__all__ = ["PrivateDockerd"]
+__all__ = ["PrivateDockerd", "running_private_dockerd"]
 
 
 class PrivateDockerd:
@@ -81,3 +83,19 @@ class PrivateDockerd:
                 container.remove(force=True)
         self.stop()
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def running_private_dockerd(root: Path) -> Iterator[PrivateDockerd]:
+    """A started private daemon under `root`, destroyed afterwards; the test is skipped with the
+    reason where this machine cannot run a second daemon."""
+    daemon = PrivateDockerd(root)
+    try:
+        daemon.start()
+    except RuntimeError as exc:
+        daemon.destroy()
+        pytest.skip(f"this machine cannot run a second Docker daemon: {exc}")
+    try:
+        yield daemon
+    finally:
+        daemon.destroy()

@@ -45,7 +45,7 @@ from harness.reaper import ReapReport, reap_containers
 from harness.sandbox.labels import MANAGED_LABEL, parse_owner
 from rollout.cli.run import DEFAULT_RUN_CONFIG
 from tests.conftest import project_containers
-from tests.harness.private_dockerd import PrivateDockerd
+from tests.harness.private_dockerd import PrivateDockerd, running_private_dockerd
 
 EXEC = {"kill_grace_s": 1, "host_grace_s": 3}
 MAIN_SOCKET = "unix:///var/run/docker.sock"
@@ -165,16 +165,8 @@ def _shared() -> dict[str, object]:
 
 @pytest.fixture(scope="module")
 def second(docker_client: docker.DockerClient, base_image: str) -> Iterator[PrivateDockerd]:
-    daemon = PrivateDockerd(Path(f"/tmp/conductor-test-hosts-{os.getpid()}"))
-    try:
-        daemon.start()
-    except RuntimeError as exc:
-        daemon.destroy()
-        pytest.skip(f"this machine cannot run a second Docker daemon: {exc}")
-    try:
+    with running_private_dockerd(Path(f"/tmp/conductor-test-hosts-{os.getpid()}")) as daemon:
         yield daemon
-    finally:
-        daemon.destroy()
 
 
 def _ours(client: docker.DockerClient) -> int:

@@ -21,7 +21,7 @@ from harness.fleet.docker_hosts import copy_image
 from harness.reaper import reap_containers
 from harness.sandbox.labels import MANAGED_LABEL
 from rollout.cli.run import DEFAULT_RUN_CONFIG
-from tests.harness.private_dockerd import PrivateDockerd
+from tests.harness.private_dockerd import PrivateDockerd, running_private_dockerd
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -31,21 +31,13 @@ TASK = "swe-taskset__spans-remove-drops-right-part"
 
 @pytest.fixture(scope="module")
 def private(docker_client: docker.DockerClient, base_image: str) -> Iterator[PrivateDockerd]:
-    daemon = PrivateDockerd(Path(f"/tmp/conductor-test-dockerd-{os.getpid()}"))
-    try:
-        daemon.start()
-    except RuntimeError as exc:
-        daemon.destroy()
-        pytest.skip(f"this machine cannot run a second Docker daemon: {exc}")
-    try:
+    with running_private_dockerd(Path(f"/tmp/conductor-test-dockerd-{os.getpid()}")) as daemon:
         # The base and the task image come from the machine's daemon: building them on a fresh
         # daemon (debootstrap) takes most of a minute.
         task_image = asyncio.run(swe_backend("docker").ensure_image(_task()))
         for image in (base_image, task_image):  # with their tags (an untagged copy is rebuilt)
             copy_image(docker_client, daemon.client(), image)
         yield daemon
-    finally:
-        daemon.destroy()
 
 
 def _task() -> SWETask:
