@@ -40,6 +40,16 @@ class SandboxSpec:
     limits: ContainerLimits
     exec_limits: ExecLimits
 
+    def build(self) -> BackendSandboxes:
+        """New sandboxes with these settings (on the Docker engine this process reaches)."""
+        return swe_backend(
+            self.backend,
+            self.images,
+            workdir=self.workdir,
+            limits=self.limits,
+            exec_limits=self.exec_limits,
+        )
+
 
 _sandboxes: dict[SandboxSpec, BackendSandboxes] = {}
 _lock = threading.Lock()
@@ -56,13 +66,7 @@ def sandboxes_for(
             return existing
         sandboxes = _sandboxes.get(spec)
         if sandboxes is None:
-            sandboxes = _sandboxes[spec] = swe_backend(
-                spec.backend,
-                spec.images,
-                workdir=spec.workdir,
-                limits=spec.limits,
-                exec_limits=spec.exec_limits,
-            )
+            sandboxes = _sandboxes[spec] = spec.build()
         return sandboxes
 
 

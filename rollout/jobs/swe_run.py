@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envs.swe import SWEEnvConfig, SWETask, load_shipped_tasks, swe_backend
+from envs.swe import SWEEnvConfig, SWETask, load_shipped_tasks
 from envs.swe.actions import ParsedAction, openai_tool_schemas, parse_action, swe_tool_specs
 from envs.swe.datasets import DatasetConfig, load_dataset_tasks
 from envs.swe.factory import SandboxSpec, SWEEnvFactory, sandboxes_for
@@ -179,14 +179,6 @@ async def run_swe_rollout(
 
         described_engine = {"sglang": sglang_config.model_dump(mode="json")}
     agent_fn = load_agent(config.agent_api.agent, base_dir) if config.agent_api.agent else None
-    runtime = swe_backend(
-        pool_config.backend,
-        TaskImageConfig(agent_uid=numeric_uid(pool_config.container.user)),
-        workdir=pool_config.workdir,
-        limits=pool_config.container,
-        exec_limits=pool_config.exec,
-    )
-    ray_config = config.ray.load(RayPoolConfig, base_dir) if config.ray is not None else None
     sandbox_spec = SandboxSpec(
         pool_config.backend,
         TaskImageConfig(agent_uid=numeric_uid(pool_config.container.user)),
@@ -194,7 +186,9 @@ async def run_swe_rollout(
         pool_config.container,
         pool_config.exec,
     )
-    sandboxes_for(sandbox_spec, existing=runtime)  # the env factories grade on it here
+    runtime = sandbox_spec.build()
+    sandboxes_for(sandbox_spec, existing=runtime)  # env factories off the pool grade on it
+    ray_config = config.ray.load(RayPoolConfig, base_dir) if config.ray is not None else None
     backend = runtime.backend.name
     if on_backend is not None:
         on_backend(backend)
