@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rollout.core.classes import PriorityClass
 from rollout.core.priority import PriorityAssignment
 
 __all__ = [
@@ -84,6 +85,7 @@ class SampleAdmitted:
     group_id: str
     now_s: float = 0.0
     context_tokens: int = 0  # its prompt (what its first generation must hold in KV)
+    priority_class: PriorityClass = PriorityClass.NORMAL  # its task source's class
 
 
 @dataclass(frozen=True, slots=True)

@@ -147,6 +147,7 @@ class Group:
     size: int
     admitted_step: int
     attempt: int = 0
+    source: str = ""  # the task source it was drawn from ('' = the run's only source)
 
     def __post_init__(self) -> None:
         if self.size < 1:
