@@ -10,12 +10,18 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from harness.config import FrozenConfig
 from rollout.core.config import RolloutConfig
 
-__all__ = ["AgentLoopConfig", "ConductorConfig", "PolicyConfig", "rollout_config_for"]
+__all__ = [
+    "AgentLoopConfig",
+    "ConductorConfig",
+    "DeadlineConfig",
+    "PolicyConfig",
+    "rollout_config_for",
+]
 
 
 class PolicyConfig(FrozenConfig):
@@ -142,6 +148,45 @@ class AgentLoopConfig(FrozenConfig):
     )
 
 
+class DeadlineConfig(FrozenConfig):
+    """A per-step wall-clock budget (`rollout.core.deadline`); off by default (no budget)."""
+
+    step_budget_s: float | None = Field(
+        default=None,
+        gt=0.0,
+        description="Wall-clock budget of one rollout step, from when the trainer asks for the "
+        "batch; None: no deadline (a step waits for its B groups however long it takes) (s).",
+    )
+    truncate_margin_s: float = Field(
+        default=0.0,
+        ge=0.0,
+        description="How long before the deadline the stragglers of the groups closest to "
+        "completion are truncated at their current turn, and generations that cannot help "
+        "the step are cancelled (aborted, resumed later) (s).",
+    )
+    truncated_samples: Literal["train", "drop"] = Field(
+        default="train",
+        description="train: keep truncated samples in the batch with the reward the env gave "
+        "so far; drop: leave them out of training as infra errors are (their group still "
+        "completes).",
+    )
+    short_batch: Literal["wait", "proceed"] = Field(
+        default="wait",
+        description="A step that lacks B complete groups at its deadline: wait for them, or "
+        "proceed with the groups it has (at least one; the step record says short).",
+    )
+
+    @model_validator(mode="after")
+    def _margin_within_budget(self) -> DeadlineConfig:
+        budget = self.step_budget_s
+        if budget is not None and self.truncate_margin_s >= budget:
+            raise ValueError(
+                f"truncate_margin_s={self.truncate_margin_s} must be below step_budget_s="
+                f"{budget}: truncation would start before the step does"
+            )
+        return self
+
+
 class ConductorConfig(FrozenConfig):
     """The conductor's own knobs (admission, scheduling and sink are in rollout.core.config)."""
 
@@ -157,6 +202,10 @@ class ConductorConfig(FrozenConfig):
         "0 = the engines' total max_running_requests (samples).",
     )
     seed: int = Field(default=0, description="Seed of request ids (uuid-like, reproducible).")
+    deadline: DeadlineConfig = Field(
+        default_factory=DeadlineConfig,
+        description="Per-step wall-clock deadline with truncation; off by default.",
+    )
 
 
 def rollout_config_for(policy: PolicyConfig, rollout: RolloutConfig) -> RolloutConfig:
