@@ -17,16 +17,23 @@ scratch* (their partial rollouts are not saved): they come back first from the n
 with `attempt + 1`, the same `group_id` and prompt, and `admitted_step` = the restored step. So
 after a restart no prompt is lost and none is consumed twice. Save it together with the
 trainer's checkpoint of the same step.
+
+Several task sources (`rollout.core.sources`): give `sources` and each new group's source is
+the next pick of a `SourceMix` over their weights (among the sources with prompts left); each
+source walks its own prompts with its own cursor and seeded permutation, and its groups take
+its `group_size`. Prompt indices are global (source i owns ``[offset_i, offset_i + n_i)``).
+The staleness quota stays global: B groups per step, whatever their source.
 """
 
 from __future__ import annotations
 
 import random
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from rollout.core.config import AdmissionConfig
+from rollout.core.sources import SourceLayout, SourceMix, SourcePrompts
 from rollout.core.types import Group
 from rollout.errors import AdmissionError
 
@@ -62,9 +69,27 @@ class AdmissionController:
     0
     """
 
-    def __init__(self, config: AdmissionConfig, num_prompts: int) -> None:
+    def __init__(
+        self,
+        config: AdmissionConfig,
+        num_prompts: int,
+        sources: Sequence[SourcePrompts] = (),
+    ) -> None:
         if num_prompts < 1:
             raise AdmissionError(f"the prompt source is empty (num_prompts={num_prompts})")
+        self._layout = SourceLayout.of(sources) if sources else None
+        if self._layout is not None and self._layout.num_prompts != num_prompts:
+            raise AdmissionError(
+                f"num_prompts={num_prompts} but the task sources hold "
+                f"{self._layout.num_prompts} prompts together; pass their sum"
+            )
+        self._mix = (
+            None
+            if self._layout is None
+            else SourceMix({s.config.name: s.config.weight for s in self._layout.sources})
+        )
+        self._source_cursors = {} if self._layout is None else dict.fromkeys(self._layout.names, 0)
+        self._source_permutations: dict[tuple[str, int], list[int]] = {}
         self._config = config
         self._num_prompts = num_prompts
         self._cursor = 0
@@ -122,6 +147,11 @@ class AdmissionController:
         return max(0, room)
 
     @property
+    def layout(self) -> SourceLayout | None:
+        """Where each task source's prompts sit (None for a single-source run)."""
+        return self._layout
+
+    @property
     def num_prompts(self) -> int:
         """How many prompts the source holds (admission cycles through them by epochs)."""
         return self._num_prompts
@@ -132,6 +162,11 @@ class AdmissionController:
         if prompts_left is not None:
             count = min(count, prompts_left)
         count = max(0, count)
+        if self._mix is not None:
+            mix = SourceMix(self._mix_weights())
+            mix.load_state_dict(self._mix.state_dict())
+            cursors = dict(self._source_cursors)
+            return tuple(self._draw(mix, cursors)[1] for _ in range(count))
         return tuple(self._prompt_index_at(self._cursor + offset) for offset in range(count))
 
     def staleness_deadline(self, group: Group) -> int:
@@ -158,11 +193,17 @@ class AdmissionController:
             admitted.append(self._live[self._pending.popleft()])
         new_groups = min(self.quota(), limit - len(admitted))
         for _ in range(new_groups):
+            if self._mix is not None:
+                source, prompt_index, size = self._draw(self._mix, self._source_cursors)
+            else:
+                source, prompt_index = "", self._prompt_index_at(self._cursor)
+                size = self._config.group_size
             group = Group(
                 group_id=f"g{self._next_group_seq:08d}",
-                prompt_index=self._prompt_index_at(self._cursor),
-                size=self._config.group_size,
+                prompt_index=prompt_index,
+                size=size,
                 admitted_step=self._training_step,
+                source=source,
             )
             self._next_group_seq += 1
             self._cursor += 1
@@ -221,7 +262,7 @@ class AdmissionController:
 
     def state_dict(self) -> dict[str, Any]:
         """A JSON-ready snapshot; see the module docstring for what a restore does with it."""
-        return {
+        state: dict[str, Any] = {
             "version": _STATE_VERSION,
             "num_prompts": self._num_prompts,
             "cursor": self._cursor,
@@ -230,6 +271,12 @@ class AdmissionController:
             "consumed_total": self._consumed_total,
             "unconsumed": [_group_to_dict(group) for group in self._live.values()],
         }
+        if self._mix is not None:
+            state["sources"] = {
+                "cursors": dict(self._source_cursors),
+                "mix": self._mix.state_dict(),
+            }
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore a snapshot; every unconsumed group is queued for re-admission from scratch."""
@@ -242,6 +289,23 @@ class AdmissionController:
             raise AdmissionError(
                 f"the checkpoint was taken over {state['num_prompts']} prompts but the source has "
                 f"{self._num_prompts}; resume with the same dataset"
+            )
+        if self._mix is not None:
+            sources = state.get("sources")
+            if sources is None or set(sources["cursors"]) != set(self._source_cursors):
+                saved = None if sources is None else sorted(sources["cursors"])
+                raise AdmissionError(
+                    f"the checkpoint's task sources {saved} are not this run's "
+                    f"{sorted(self._source_cursors)}; resume with the same sources"
+                )
+            self._mix.load_state_dict(sources["mix"])
+            self._source_cursors = {
+                name: int(sources["cursors"][name]) for name in self._source_cursors
+            }
+        elif "sources" in state:
+            raise AdmissionError(
+                "the checkpoint was taken with task sources but this run has none; resume with "
+                "the same sources"
             )
         self._cursor = int(state["cursor"])
         self._training_step = int(state["training_step"])
@@ -260,7 +324,47 @@ class AdmissionController:
         """Prompts left under `max_epochs`; None when the source cycles forever."""
         if self._config.max_epochs == 0:
             return None
+        if self._layout is not None:
+            return sum(self._source_left(self._source_cursors).values())
         return max(0, self._config.max_epochs * self._num_prompts - self._cursor)
+
+    def _source_left(self, cursors: Mapping[str, int]) -> dict[str, int]:
+        assert self._layout is not None
+        epochs = self._config.max_epochs
+        return {
+            source.config.name: max(0, epochs * source.num_prompts - cursors[source.config.name])
+            for source in self._layout.sources
+        }
+
+    def _mix_weights(self) -> dict[str, float]:
+        assert self._layout is not None
+        return {source.config.name: source.config.weight for source in self._layout.sources}
+
+    def _draw(self, mix: SourceMix, cursors: dict[str, int]) -> tuple[str, int, int]:
+        """The next group's (source, global prompt index, size); advances `mix` and `cursors`."""
+        layout = self._layout
+        assert layout is not None
+        eligible = None
+        if self._config.max_epochs:
+            eligible = {name for name, left in self._source_left(cursors).items() if left > 0}
+        name, _ = mix.next(eligible)
+        position = layout.position(name)
+        source = layout.sources[position]
+        epoch, local = divmod(cursors[name], source.num_prompts)
+        cursors[name] += 1
+        if self._config.shuffle:
+            key = (name, epoch)
+            order = self._source_permutations.get(key)
+            if order is None:
+                order = list(range(source.num_prompts))
+                random.Random(f"{self._config.seed}/{name}/{epoch}").shuffle(order)
+                self._source_permutations = {
+                    k: v for k, v in self._source_permutations.items() if k[0] != name
+                }
+                self._source_permutations[key] = order
+            local = order[local]
+        size = source.config.group_size or self._config.group_size
+        return name, layout.offsets[position] + local, size
 
     def _prompt_index_at(self, position: int) -> int:
         epoch, offset = divmod(position, self._num_prompts)
@@ -281,6 +385,7 @@ def _restart(group: Group, step: int) -> Group:
         size=group.size,
         admitted_step=step,
         attempt=group.attempt + 1,
+        source=group.source,
     )
 
 
@@ -291,6 +396,7 @@ def _group_to_dict(group: Group) -> dict[str, Any]:
         "size": group.size,
         "admitted_step": group.admitted_step,
         "attempt": group.attempt,
+        **({"source": group.source} if group.source else {}),
     }
 
 
@@ -301,4 +407,5 @@ def _group_from_dict(record: Mapping[str, Any]) -> Group:
         size=int(record["size"]),
         admitted_step=int(record["admitted_step"]),
         attempt=int(record["attempt"]),
+        source=str(record.get("source", "")),
     )
