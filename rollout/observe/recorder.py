@@ -34,6 +34,7 @@ def step_record(batch: Batch, origin_s: float) -> StepRecord:
         policy_version=batch.policy_version,
         staleness=tuple(batch.staleness()),
         rewards_mean=batch.rewards_mean(),
+        deadline=None if batch.deadline is None else batch.deadline.to_dict(),
     )
 
 

@@ -38,6 +38,9 @@ class StepRecord:
 
     `staleness[i]` is how many steps off-policy `groups[i]` is (0 = on-policy), in group order.
     `rewards_mean` is the mean reward of the batch's trainable samples (None if it has none).
+    `deadline` is how a step with a wall-clock budget went (`rollout.core.deadline.StepDeadline`
+    as a dict: hit, truncated, cancelled, groups vs wanted, short); None (and absent from the
+    line) without a budget.
     """
 
     step: int
@@ -46,6 +49,7 @@ class StepRecord:
     policy_version: int = 0
     staleness: tuple[int, ...] = ()
     rewards_mean: float | None = None
+    deadline: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.step < 1:
@@ -62,7 +66,7 @@ class StepRecord:
 
     def to_dict(self) -> dict[str, Any]:
         """The steps.jsonl line."""
-        return {
+        line: dict[str, Any] = {
             "step": self.step,
             "t_s": self.t_s,
             "groups": list(self.groups),
@@ -70,6 +74,9 @@ class StepRecord:
             "staleness": list(self.staleness),
             "rewards_mean": self.rewards_mean,
         }
+        if self.deadline is not None:
+            line["deadline"] = dict(self.deadline)
+        return line
 
     @classmethod
     def from_dict(cls, record: Mapping[str, Any]) -> StepRecord:
@@ -83,6 +90,7 @@ class StepRecord:
                 policy_version=int(record.get("policy_version", 0)),
                 staleness=tuple(int(value) for value in record.get("staleness") or ()),
                 rewards_mean=None if rewards is None else float(rewards),
+                deadline=_deadline_from(record.get("deadline")),
             )
         except KeyError as exc:
             raise RunDirError(f"a step record lacks the field {exc.args[0]!r}") from exc
@@ -90,6 +98,14 @@ class StepRecord:
             if isinstance(exc, RunDirError):
                 raise
             raise RunDirError(f"a step record has a bad value: {exc}") from exc
+
+
+def _deadline_from(value: Any) -> Mapping[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise RunDirError(f"a step record's deadline must be a mapping, got {value!r}")
+    return dict(value)
 
 
 _SAMPLE_FIELDS = (

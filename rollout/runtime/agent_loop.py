@@ -88,6 +88,10 @@ class AgentLoop:
         self._in_scheduler = False
         self._engine_name: str | None = None
         self._computed_prefix = 0  # tokens whose KV the engine has computed for this sample
+        self._truncation: str | None = None  # why the conductor ends it early (a deadline)
+        self._in_flight: GenerationTicket | None = None  # the generation now in the engine
+        self._waiting_ticket = False
+        self._reward = 0.0  # the env's reward after the latest action (a truncation keeps it)
 
     async def run(self) -> Trajectory:
         """Run the episode; returns its trajectory (with `infra_error` if the attempt failed)."""
@@ -133,12 +137,41 @@ class AgentLoop:
         if self._session is not None:
             self._session.set_priority(high)
 
+    @property
+    def waiting_for_generation(self) -> bool:
+        """Whether the loop waits for a generation ticket right now."""
+        return self._waiting_ticket
+
+    @property
+    def generation_in_flight(self) -> GenerationTicket | None:
+        """The ticket of the generation now in the engine, if any."""
+        return self._in_flight
+
+    async def truncate(self, reason: str = "deadline") -> None:
+        """End the episode at its current turn (`truncated`, `truncation_reason=reason`, the
+        reward the env gave so far). A generation in flight is aborted and its partial output
+        kept as the last turn; a tool call runs to its end and no generation follows. A loop
+        waiting for a ticket must be handed one (any) by its host to notice. Idempotent."""
+        if self._truncation is not None:
+            return
+        self._truncation = reason
+        ticket = self._in_flight
+        if ticket is not None:
+            with contextlib.suppress(EngineError, OSError):
+                await self._host.engine(ticket.engine).abort(ticket.rid)
+
     # -- the episode -----------------------------------------------------------------------
 
     async def _episode(self) -> Trajectory:
         sample_id = self._sample.sample_id
         while True:
+            if self._truncation is not None:  # truncated in a tool call: no next generation
+                return self._truncated()
             turn = await self._generate_turn()
+            if self._truncation is not None:  # cut at this turn: keep what it generated
+                if turn.span.end > turn.span.start:
+                    self._record_turn(turn, ActOutcome())
+                return self._truncated()
             self._report(
                 GenerationFinished(sample_id, now_s=self._now(), context_tokens=self._record.length)
             )
@@ -161,6 +194,9 @@ class AgentLoop:
                     obs_tokens=self._record.observation_tokens,
                 )
             )
+
+    def _truncated(self) -> Trajectory:
+        return self._result(reward=self._reward, truncated=True, truncation_reason=self._truncation)
 
     def _ending(self, outcome: ActOutcome) -> Trajectory | None:
         """The finished trajectory if this action ended the episode, else None."""
@@ -190,7 +226,14 @@ class AgentLoop:
         turn = _TurnStats()
         while True:
             waited_from_s = self._now()
-            ticket = await self._host.next_generation(self._sample.sample_id)
+            self._waiting_ticket = True
+            try:
+                ticket = await self._host.next_generation(self._sample.sample_id)
+            finally:
+                self._waiting_ticket = False
+            if self._truncation is not None:  # truncated while waiting: no generation
+                turn.span = self._record.end_turn()
+                return turn
             began_s = self._now()
             turn.pre_gen_s += began_s - waited_from_s
             data = {"engine": ticket.engine, "resume": ticket.resume, "high": ticket.high}
@@ -210,7 +253,7 @@ class AgentLoop:
                 result.output_ids, result.output_logprobs, result.token_versions()
             )
             self._emit(Phase.GEN, forward_from_s, {**data, **_result_data(result)}, end_s=ended_s)
-            if result.finish_reason is not FinishReason.ABORT:
+            if result.finish_reason is not FinishReason.ABORT or self._truncation is not None:
                 turn.finish_reason = result.finish_reason
                 turn.span = self._record.end_turn()
                 return turn
@@ -233,7 +276,7 @@ class AgentLoop:
         )
         if budget <= 0:
             return self._no_call(ticket, FinishReason.LENGTH)
-        if ticket.abort_requested:  # preempted before the request left: nothing to abort
+        if ticket.abort_requested or self._truncation is not None:  # before the request left
             return self._no_call(ticket, FinishReason.ABORT)
         priority = config.high_priority if ticket.high else config.low_priority
         opening = self._host.kv_hints and self._engine_name is None
@@ -253,7 +296,11 @@ class AgentLoop:
             ),
         )
         self._engine_name = ticket.engine
-        result = await self._call_engine(ticket.engine, request)
+        self._in_flight = ticket
+        try:
+            result = await self._call_engine(ticket.engine, request)
+        finally:
+            self._in_flight = None
         self._host.generation_done(
             ticket.engine,
             request,
@@ -292,6 +339,7 @@ class AgentLoop:
         await self._hint(KVHintKind.TOOL_WAIT, expected_s=self._host.expected_tool_s(tool))
         self._report(ActStarted(self._sample.sample_id, self._now()))
         outcome = await self._env.act(ids, high=self._host.is_critical(self._group_id))
+        self._reward = outcome.reward
         self._host.tool_observed(outcome.tool_name or tool, outcome.act_s)
         if not outcome.done:
             await self._hint(KVHintKind.TOOL_DONE)

@@ -34,6 +34,15 @@ from harness.errors import HarnessError
 from harness.events import EventBus
 from rollout.core.admission import AdmissionController
 from rollout.core.config import RolloutConfig
+from rollout.core.deadline import (
+    DeadlinePhase,
+    DeadlinePlan,
+    GroupProgress,
+    StepDeadline,
+    deadline_phase,
+    plan_truncation,
+    proceeds_short,
+)
 from rollout.core.predictors import LengthPredictor, build_predictor
 from rollout.core.priority_keeper import PriorityKeeper
 from rollout.core.scheduler import RolloutScheduler
@@ -47,8 +56,8 @@ from rollout.core.scheduler_events import (
 )
 from rollout.core.tool_latency import ToolLatencyEstimator
 from rollout.core.types import Group, SampleProgress, Trajectory, make_sample_id
-from rollout.engines.base import Engine, GenerateRequest, GenerateResult
-from rollout.errors import RolloutError
+from rollout.engines.base import Engine, EngineError, GenerateRequest, GenerateResult
+from rollout.errors import RolloutError, SchedulerError
 from rollout.observe.timeseries import EngineCounters, TimeseriesSampler
 from rollout.runtime.agent_loop import AgentLoop
 from rollout.runtime.config import (
@@ -145,6 +154,7 @@ class Conductor:
         self._counters = {name: EngineCounters() for name in self._engines}
         self._timeseries: TimeseriesSampler | None = None
         self._completed_s: dict[str, float] = {}  # group -> when it became ready
+        self._done_samples: dict[str, int] = {}  # group -> samples finished (deadline plans)
         self._policy_version = 0
         self._origin_s = 0.0
         self._quota_changed = asyncio.Event()
@@ -266,10 +276,16 @@ class Conductor:
         size = self.rollout.admission.groups_per_batch
         while True:
             requested_s = self._clock.now()
-            while self._sink.ready_groups < size:
-                self._group_ready.clear()
-                await self._group_ready.wait()
-            groups = self._sink.take_batch(size)
+            deadline: StepDeadline | None = None
+            if self._config.deadline.step_budget_s is None:
+                while self._sink.ready_groups < size:
+                    self._group_ready.clear()
+                    await self._group_ready.wait()
+                take = size
+            else:
+                deadline = await self._await_by_deadline(requested_s, size)
+                take = deadline.groups
+            groups = self._sink.take_batch(take)
             assert groups is not None
             group_ids = [group[0].group_id for group in groups]
             batch = Batch(
@@ -279,13 +295,116 @@ class Conductor:
                 requested_s=requested_s,
                 complete_s=max(self._completed_s.pop(group_id) for group_id in group_ids),
                 ready_s=self._clock.now(),
+                deadline=deadline,
             )
             self._admission.consume(batch.group_ids)
             for group_id in batch.group_ids:
                 self._keeper.group_consumed(group_id)
+                self._done_samples.pop(group_id, None)
             self.stats.batches += 1
             self._recompute_priorities()
             yield batch
+
+    # -- deadlines (rollout.core.deadline) -------------------------------------------------
+
+    async def _await_by_deadline(self, requested_s: float, size: int) -> StepDeadline:
+        """Wait for `size` ready groups, truncating and cancelling as the deadline nears;
+        returns how many groups to take (fewer than `size` only for a `proceed` step)."""
+        config = self._config.deadline
+        assert config.step_budget_s is not None
+        deadline_s = requested_s + config.step_budget_s
+        truncated: set[str] = set()
+        cancelled: set[str] = set()
+        hit = False
+        while True:
+            ready = self._sink.ready_groups
+            if ready >= size:
+                take, short = size, False
+                break
+            now = self._clock.now()
+            phase = deadline_phase(now, deadline_s, config.truncate_margin_s)
+            if phase is not DeadlinePhase.BEFORE:
+                hit = True
+                plan = plan_truncation(self._group_progress(), size - ready)
+                await self._apply_plan(plan, truncated, cancelled)
+                ready = self._sink.ready_groups
+                if ready >= size:
+                    continue
+            if proceeds_short(phase, ready, size, proceed=config.short_batch == "proceed"):
+                take, short = ready, True
+                break
+            self._group_ready.clear()
+            wake_s = {
+                DeadlinePhase.BEFORE: deadline_s - config.truncate_margin_s,
+                DeadlinePhase.TRUNCATE: deadline_s,
+            }.get(phase)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(None if wake_s is None else max(0.0, wake_s - now)):
+                    await self._group_ready.wait()
+        return StepDeadline(
+            budget_s=config.step_budget_s,
+            hit=hit,
+            truncated=len(truncated),
+            cancelled=len(cancelled),
+            groups=take,
+            wanted=size,
+            short=short,
+        )
+
+    def _group_progress(self) -> list[GroupProgress]:
+        """The admitted groups not complete yet: what a deadline plan is made from."""
+        progress = []
+        for order, group in enumerate(self._admission.live_groups):
+            if group.group_id in self._completed_s:
+                continue  # ready, waiting for the trainer
+            running: list[str] = []
+            generating: set[str] = set()
+            for sample_id in group.sample_ids():
+                loop = self._live_loop(sample_id)
+                if loop is None:
+                    continue
+                running.append(sample_id)
+                if loop.generation_in_flight is not None:
+                    generating.add(sample_id)
+            done = self._done_samples.get(group.group_id, 0)
+            progress.append(
+                GroupProgress(
+                    group.group_id, group.size, done, tuple(running), frozenset(generating), order
+                )
+            )
+        return progress
+
+    def _live_loop(self, sample_id: str) -> AgentLoop | None:
+        try:
+            target = self._dispatcher.channel(sample_id).target
+        except SchedulerError:
+            return None
+        return target if isinstance(target, AgentLoop) else None
+
+    async def _apply_plan(
+        self, plan: DeadlinePlan, truncated: set[str], cancelled: set[str]
+    ) -> None:
+        """Truncate and cancel what `plan` says, each sample at most once per step."""
+        for sample_id in plan.truncate:
+            loop = self._live_loop(sample_id)
+            if loop is None or sample_id in truncated:
+                continue
+            truncated.add(sample_id)
+            await loop.truncate("deadline")
+            if loop.waiting_for_generation:  # hand it a ticket so it notices, and ends
+                with contextlib.suppress(SchedulerError):
+                    wake = GenerationTicket(sample_id, "", "", high=False, abort_requested=True)
+                    self._dispatcher.channel(sample_id).offer(wake)
+        for sample_id in plan.cancel:
+            loop = self._live_loop(sample_id)
+            ticket = None if loop is None else loop.generation_in_flight
+            if ticket is None or sample_id in cancelled:
+                continue
+            cancelled.add(sample_id)  # aborted now, resumed from its partial output later
+            ticket.abort_requested = True
+            ticket.abort_reason = "deadline: cannot help this step"
+            with contextlib.suppress(EngineError, OSError):
+                await self._engines[ticket.engine].abort(ticket.rid)
 
     async def update_weights(self, version: int) -> None:
         """Install policy `version` (= optimizer steps done) on every engine.
@@ -344,6 +463,7 @@ class Conductor:
 
     def _start_group(self, group: Group) -> None:
         self.stats.admitted_groups += 1
+        self._sink.expect(group.group_id, group.size)
         self._keeper.add_group(group)
         for index in range(group.size):
             sample_id = make_sample_id(group.group_id, group.attempt, index)
@@ -386,7 +506,13 @@ class Conductor:
         return replace(trajectory, info={**trajectory.info, "attempts": attempts})
 
     def _complete(self, trajectory: Trajectory) -> None:
+        if (
+            self._config.deadline.truncated_samples == "drop"
+            and trajectory.info.get("truncation_reason") == "deadline"
+        ):  # left out of training as an infra error is (its group still completes)
+            trajectory = replace(trajectory, infra_error="deadline: truncated, dropped")
         self.stats.finished_samples += 1
+        self._done_samples[trajectory.group_id] = self._done_samples.get(trajectory.group_id, 0) + 1
         self._keeper.sample_finished(trajectory)
         group = self._sink.add(trajectory)
         if group is not None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rollout.core.config import TrainerApiConfig
+from rollout.core.deadline import StepDeadline
 from rollout.core.types import NO_VERSION, Trajectory
 from rollout.trajectories.tokenizer import Tokenizer
 
@@ -37,7 +38,8 @@ class Batch:
     `step` counts from 1. Times are on the conductor's clock: `requested_s` is when the
     trainer asked for the batch, `complete_s` when its last group was finished and rewarded,
     `ready_s` when it was handed over (the later of the two). `policy_version` is the version
-    the trainer is about to update.
+    the trainer is about to update. `deadline` says how a step with a wall-clock budget went
+    (None without one); a `short` step holds fewer than B groups.
     """
 
     step: int
@@ -46,6 +48,7 @@ class Batch:
     requested_s: float
     complete_s: float
     ready_s: float
+    deadline: StepDeadline | None = None
 
     @property
     def wait_s(self) -> float:
