@@ -463,7 +463,6 @@ class Conductor:
 
     def _start_group(self, group: Group) -> None:
         self.stats.admitted_groups += 1
-        self._sink.expect(group.group_id, group.size)
         self._keeper.add_group(group)
         for index in range(group.size):
             sample_id = make_sample_id(group.group_id, group.attempt, index)
