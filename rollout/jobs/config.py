@@ -18,12 +18,13 @@ from envs.swe.datasets import DatasetConfig
 from harness.config import FrozenConfig, load_config
 from rollout.agent_api.config import AgentApiConfig
 from rollout.core.config import AsyncFactor, RolloutConfig
+from rollout.core.sources import TaskSourceConfig
 from rollout.engines.faults import EngineFaultConfig
 from rollout.jobs.policies import resolve_policy_spec
 from rollout.runtime.config import AgentLoopConfig, ConductorConfig
 from rollout.sim.config import ClusterConfig, ScriptedPolicyConfig, TrainerSimConfig
 
-__all__ = ["ConfigRef", "RunConfig", "SimulateConfig", "shape_rollout"]
+__all__ = ["ConfigRef", "RunConfig", "SimTaskSourceConfig", "SimulateConfig", "shape_rollout"]
 
 _ConfigT = TypeVar("_ConfigT", bound=FrozenConfig)
 
@@ -47,6 +48,15 @@ class ConfigRef(FrozenConfig):
     def load(self, model: type[_ConfigT], base_dir: Path) -> _ConfigT:
         """Load the file as `model` and apply the overrides."""
         return load_config(model, self.resolve(base_dir), self.overrides)
+
+
+class SimTaskSourceConfig(TaskSourceConfig):
+    """A task source of a simulated mixed run: a `TaskSourceConfig` and its own workload.
+
+    Its `max_new_tokens` defaults to its workload's; its prompts are the workload's groups.
+    """
+
+    workload: ConfigRef = Field(description="The source's synthetic workload (configs/workload).")
 
 
 class SimulateConfig(FrozenConfig):
@@ -78,7 +88,26 @@ class SimulateConfig(FrozenConfig):
         ge=0,
         description="Staleness bound of the staleness_bound policies; 0 and 1 = on-policy (steps).",
     )
-    workload: ConfigRef = Field(description="Synthetic workload (configs/workload/*.yaml).")
+    workload: ConfigRef = Field(
+        description="Synthetic workload (configs/workload/*.yaml); with `sources`, it sets only "
+        "the run's context limit (the sources bring their own workloads)."
+    )
+    sources: tuple[SimTaskSourceConfig, ...] = Field(
+        default=(),
+        description="Task sources of a mixed run (weights, classes, group sizes, sampling, "
+        "workloads); empty: one source, `workload`.",
+    )
+
+    @field_validator("sources")
+    @classmethod
+    def _source_names_unique(
+        cls, sources: tuple[SimTaskSourceConfig, ...]
+    ) -> tuple[SimTaskSourceConfig, ...]:
+        names = [source.name for source in sources]
+        if len(set(names)) != len(names):
+            raise ValueError(f"task source names repeat: {names}")
+        return sources
+
     model: ConfigRef = Field(description="Served model and cost model (configs/model/*.yaml).")
     engine: ConfigRef = Field(description="Simulated engine (configs/engine/sim.yaml).")
     rollout: ConfigRef = Field(description="Rollout cores (configs/rollout/default.yaml).")

@@ -8,6 +8,11 @@ test's loop. Every policy gets the same workload, engines, model, cluster and se
 cluster (`SimulateConfig.cluster`) runs several engines and an env fleet on the one virtual
 clock; each engine is reported on its own (`PolicyRun.engines`) and the summary's busy
 fraction is their mean.
+
+A mixed run (`SimulateConfig.sources`) gives each task source its own workload, envs and
+scripted token model; the engines play all of them (`RoutedTokenModel`), the conductor's
+`SourcedSessions` sends each group to its source's envs. Its summary leaves out the script
+figures (floor and length bias), which assume one workload.
 """
 
 from __future__ import annotations
@@ -25,20 +30,24 @@ from harness.events import EventBus
 from harness.gc_pause import paused_gc
 from rollout.core.config import RolloutConfig
 from rollout.core.predictors import build_predictor
-from rollout.engines.sim import ServedModelConfig, SimEngineConfig
-from rollout.jobs.config import SimulateConfig, shape_rollout
+from rollout.core.predictors.base import RemainingWork, SampleContext
+from rollout.core.sources import SourceLayout, SourcePrompts, TaskSourceConfig
+from rollout.engines.sim import ServedModelConfig, SimEngine, SimEngineConfig, build_sim_engine
+from rollout.jobs.config import SimTaskSourceConfig, SimulateConfig, shape_rollout
 from rollout.observe.engine_work import EngineWork
 from rollout.observe.recorder import RunRecorder
 from rollout.observe.run_summary import BatchDigest, RunSummary, summarize_run
 from rollout.runtime.conductor import Conductor, ConductorStats
 from rollout.runtime.config import AgentLoopConfig, PolicyConfig
+from rollout.runtime.env_session import SessionFactory, SourcedSessions
 from rollout.sim.config import ClusterConfig
 from rollout.sim.engine_figures import EngineFigures, KVSampleLog, engine_figures
-from rollout.sim.env_fleet import FleetFigures
+from rollout.sim.env_fleet import FleetFigures, SimEnvFleet
 from rollout.sim.lower_bound import engine_floor_s, script_tokens
-from rollout.sim.setup import SimStack, build_sim_stack
+from rollout.sim.sessions import SimWorkloadSessions
+from rollout.sim.setup import SimStack, build_sim_stack, engine_config_for, engine_names
 from rollout.sim.trainer import SimulatedTrainer
-from rollout.sim.workload import WorkloadConfig
+from rollout.sim.workload import RoutedTokenModel, SyntheticWorkload, WorkloadConfig
 from rollout.trajectories.batch import Batch
 from rollout.trajectories.sink import TrajectorySink
 
@@ -56,6 +65,14 @@ CLUSTER_FILE = "cluster.json"  # per-engine and env-fleet figures of a cluster r
 
 
 @dataclass(frozen=True, slots=True)
+class SimSource:
+    """A task source of a mixed simulated run, with its workload loaded (group size applied)."""
+
+    config: TaskSourceConfig
+    workload: WorkloadConfig
+
+
+@dataclass(frozen=True, slots=True)
 class Simulation:
     """A `SimulateConfig` with its referenced files loaded and the run sizes applied."""
 
@@ -65,6 +82,17 @@ class Simulation:
     engine: SimEngineConfig
     rollout: RolloutConfig
     agent_loop: AgentLoopConfig
+    sources: tuple[SimSource, ...] = ()
+
+    def source_prompts(self) -> tuple[SourcePrompts, ...]:
+        """The conductor's task sources: each source and its workload's group count."""
+        return tuple(SourcePrompts(s.config, s.workload.num_groups) for s in self.sources)
+
+    @property
+    def num_prompts(self) -> int:
+        if self.sources:
+            return sum(source.workload.num_groups for source in self.sources)
+        return self.workload.num_groups
 
     def describe(self) -> dict[str, Any]:
         """Everything that defines the run (written to each run's config.yaml)."""
@@ -75,7 +103,12 @@ class Simulation:
             "engine": self.engine.model_dump(mode="json"),
             "rollout": self.rollout.model_dump(mode="json"),
             "agent_loop": self.agent_loop.model_dump(mode="json"),
+            **({"sources": [_describe(source) for source in self.sources]} if self.sources else {}),
         }
+
+
+def _describe(source: SimSource) -> dict[str, Any]:
+    return {**source.config.model_dump(mode="json"), "workload": source.workload.model_dump(mode="json")}
 
 
 def load_simulation(config: SimulateConfig, base_dir: Path) -> Simulation:
@@ -98,7 +131,29 @@ def load_simulation(config: SimulateConfig, base_dir: Path) -> Simulation:
             "recompute_page_tokens": engine.page_tokens,
         }
     )
-    return Simulation(config, workload, model, engine, rollout, agent_loop)
+    sources = tuple(_load_source(source, config, base_dir) for source in config.sources)
+    names = [source.workload.name for source in sources]
+    if len(set(names)) != len(names):
+        raise ValueError(
+            f"the task sources' workloads share names {names}; session ids are prefixed by the "
+            "workload name, so give each source's workload its own (an override name=...)"
+        )
+    return Simulation(config, workload, model, engine, rollout, agent_loop, sources)
+
+
+def _load_source(source: SimTaskSourceConfig, config: SimulateConfig, base_dir: Path) -> SimSource:
+    """A source with its workload (its group size) and its turn budget from the workload."""
+    group_size = source.group_size or config.group_size
+    workload = source.workload.load(WorkloadConfig, base_dir)
+    workload = workload.model_copy(update={"group_size": group_size})
+    task = TaskSourceConfig.model_validate(
+        {
+            **source.model_dump(exclude={"workload"}),
+            "group_size": group_size,
+            "max_new_tokens": source.max_new_tokens or workload.max_new_tokens,
+        }
+    )
+    return SimSource(task, workload)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +186,7 @@ async def simulate_policy(
         recorder = RunRecorder(run_dir, described, origin_s=clock.now())
         recorder.attach(bus)
     writers = recorder.trajectory_writers() if recorder and config.write_trajectories else ()
-    sink = TrajectorySink(config.group_size, writers)
+    sink = TrajectorySink(simulation.rollout.admission.group_size, writers)
 
     collect_per_step = config.garbage_collection == "per_step"
     pause_collector = config.garbage_collection != "automatic"
@@ -179,7 +234,8 @@ async def simulate_policy(
         counters=conductor.engine_counters,
         dispatch=conductor.stats.dispatch,
     )
-    summary = with_script_figures(summary, simulation, stack, digests, conductor.stats)
+    if isinstance(stack, SimStack):
+        summary = with_script_figures(summary, simulation, stack, digests, conductor.stats)
     engines = engine_figures(
         busy_s,
         capacity_tokens={e.name: e.stats().kv_capacity_tokens for e in stack.engines},
@@ -272,9 +328,63 @@ async def simulated_conductor(
         await stack.aclose()
 
 
+@dataclass(frozen=True, slots=True)
+class MixedSimStack:
+    """A mixed run's engines and envs: each source's workload and sessions behind
+    `SourcedSessions`; the engines play every source's token model."""
+
+    engines: tuple[SimEngine, ...]
+    workloads: Mapping[str, SyntheticWorkload]
+    source_sessions: Mapping[str, SimWorkloadSessions]
+    sessions: SessionFactory
+    kv_backend: str
+    fleet: SimEnvFleet | None = None
+
+    async def aclose(self) -> None:
+        for engine in self.engines:
+            await engine.aclose()
+
+    def truth(self, context: SampleContext) -> RemainingWork:
+        """The oracle predictor's truth: asks the source whose env the sample has open."""
+        for sessions in self.source_sessions.values():
+            try:
+                return sessions.truth(context)
+            except KeyError:
+                continue
+        raise KeyError(f"sample {context.sample_id} has no open session")
+
+
+def _mixed_stack(
+    simulation: Simulation, policy: PolicyConfig, *, bus: EventBus, clock: LoopClock
+) -> MixedSimStack:
+    """`build_sim_stack` for several sources (same engines, KV backend and fleet)."""
+    seed = simulation.config.seed
+    cluster = simulation.config.cluster
+    engine_config = engine_config_for(policy, simulation.engine)
+    workloads = {s.config.name: SyntheticWorkload(s.workload, seed) for s in simulation.sources}
+    models = {name: workload.token_model() for name, workload in workloads.items()}
+    routed = RoutedTokenModel(tuple(models.values()))
+    engines = tuple(
+        build_sim_engine(engine_config.model_copy(update={"name": name}), simulation.model, routed)
+        for name in engine_names(engine_config.name, cluster.engines)
+    )
+    fleet = SimEnvFleet(cluster.env_nodes, cluster.node, clock) if cluster.env_nodes else None
+    per_source = {
+        name: SimWorkloadSessions(workloads[name], models[name], bus=bus, clock=clock, fleet=fleet)
+        for name in workloads
+    }
+    layout = SourceLayout.of(simulation.source_prompts())
+    sessions = SourcedSessions(layout, per_source)
+    return MixedSimStack(
+        engines, workloads, per_source, sessions, str(engine_config.kv_backend), fleet
+    )
+
+
 def _stack(
     simulation: Simulation, policy: PolicyConfig, *, bus: EventBus, clock: LoopClock
-) -> SimStack:
+) -> SimStack | MixedSimStack:
+    if simulation.sources:
+        return _mixed_stack(simulation, policy, bus=bus, clock=clock)
     return build_sim_stack(
         policy,
         workload=simulation.workload,
@@ -290,7 +400,7 @@ def _stack(
 def _conductor(
     simulation: Simulation,
     policy: PolicyConfig,
-    stack: SimStack,
+    stack: SimStack | MixedSimStack,
     *,
     sink: TrajectorySink | None,
     bus: EventBus,
@@ -300,7 +410,8 @@ def _conductor(
     """`policy`'s conductor over `stack` (the oracle predictor reads the stack's scripts)."""
     predictor = None
     if simulation.rollout.predictor.kind == "oracle":
-        predictor = build_predictor(simulation.rollout.predictor, truth=stack.sessions.truth)
+        truth = stack.truth if isinstance(stack, MixedSimStack) else stack.sessions.truth
+        predictor = build_predictor(simulation.rollout.predictor, truth=truth)
     return Conductor(
         rollout=simulation.rollout,
         policy=policy,
@@ -308,7 +419,8 @@ def _conductor(
         config=simulation.config.conductor,
         engines=list(stack.engines),
         sessions=stack.sessions,
-        num_prompts=simulation.workload.num_groups,
+        num_prompts=simulation.num_prompts,
+        sources=simulation.source_prompts(),
         sink=sink,
         predictor=predictor,
         bus=bus,

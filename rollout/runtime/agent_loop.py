@@ -112,6 +112,7 @@ class AgentLoop:
                     self._group_id,
                     self._now(),
                     context_tokens=self._record.length,
+                    priority_class=self._sample.priority_class,
                 )
             )
             self._in_scheduler = True

@@ -33,6 +33,7 @@ from harness.clock import Clock, LoopClock
 from harness.errors import HarnessError
 from harness.events import EventBus
 from rollout.core.admission import AdmissionController
+from rollout.core.classes import PriorityClass
 from rollout.core.config import RolloutConfig
 from rollout.core.deadline import (
     DeadlinePhase,
@@ -46,6 +47,7 @@ from rollout.core.deadline import (
 from rollout.core.predictors import LengthPredictor, build_predictor
 from rollout.core.priority_keeper import PriorityKeeper
 from rollout.core.scheduler import RolloutScheduler
+from rollout.core.sources import SourcePrompts
 from rollout.core.scheduler_events import (
     EngineAdded,
     EnginePaused,
@@ -100,7 +102,10 @@ class Conductor:
         config: the conductor's own knobs.
         engines: inference engines, with unique names.
         sessions: opens each sample attempt's env.
-        num_prompts: size of the prompt source the admission cursor walks.
+        num_prompts: size of the prompt source the admission cursor walks (with `sources`:
+            the sum of theirs).
+        sources: task sources of a mixed run (`rollout.core.sources`); each group comes from
+            one, with its group size, class and sampling overrides. Empty: one source.
         sink: where finished samples go (default: in memory only).
         predictor: remaining-length predictor (default: `rollout.predictor` config).
         bus, clock: step events and time (default: a fresh bus, the loop clock).
@@ -117,6 +122,7 @@ class Conductor:
         engines: Sequence[Engine],
         sessions: SessionFactory,
         num_prompts: int,
+        sources: Sequence[SourcePrompts] = (),
         sink: TrajectorySink | None = None,
         predictor: LengthPredictor | None = None,
         bus: EventBus | None = None,
@@ -136,7 +142,14 @@ class Conductor:
         self._bus = bus or EventBus()
         self._clock = clock or LoopClock()
         self._on_timeseries = on_timeseries
-        self._admission = AdmissionController(self.rollout.admission, num_prompts)
+        self._admission = AdmissionController(self.rollout.admission, num_prompts, sources)
+        self._source_loops = {  # each source's agent loop: the run's, with its sampling
+            source.config.name: AgentLoopConfig.model_validate(
+                {**agent_loop.model_dump(), **source.config.sampling_overrides()}
+            )
+            for source in sources
+        }
+        self._source_classes = {s.config.name: s.config.priority_class for s in sources}
         self._keeper = PriorityKeeper(
             self.rollout.admission,
             self.rollout.priority,
@@ -463,6 +476,7 @@ class Conductor:
 
     def _start_group(self, group: Group) -> None:
         self.stats.admitted_groups += 1
+        self._sink.expect(group.group_id, group.size)
         self._keeper.add_group(group)
         for index in range(group.size):
             sample_id = make_sample_id(group.group_id, group.attempt, index)
@@ -480,16 +494,21 @@ class Conductor:
             finally:
                 if self._live_gate is not None:
                     self._live_gate.leave(sample_id)
+        if group.source:
+            klass = self._source_classes.get(group.source, PriorityClass.NORMAL)
+            info = {**trajectory.info, "source": group.source, "priority_class": str(klass)}
+            trajectory = replace(trajectory, info=info)
         self._complete(trajectory)
 
     async def _attempts(self, group: Group, index: int) -> Trajectory:
         """Run the sample until an attempt succeeds or `max_attempts` have failed."""
         sample_id = make_sample_id(group.group_id, group.attempt, index)
-        attempts = self._loop_config.max_attempts
+        loop_config = self._source_loops.get(group.source, self._loop_config)
+        klass = self._source_classes.get(group.source, PriorityClass.NORMAL)
+        attempts = loop_config.max_attempts
         for retry in range(attempts):
-            loop = AgentLoop(
-                SampleRef(sample_id, group, index, retry), self._sessions, self, self._loop_config
-            )
+            ref = SampleRef(sample_id, group, index, retry, priority_class=klass)
+            loop = AgentLoop(ref, self._sessions, self, loop_config)
             self._dispatcher.open_channel(sample_id).target = loop
             try:
                 trajectory = await loop.run()

@@ -24,6 +24,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from harness.errors import SandboxError
 from harness.fleet import Lease
+from rollout.core.classes import PriorityClass
+from rollout.core.sources import SourceLayout
 from rollout.core.types import Group
 from rollout.errors import RolloutError
 from rollout.trajectories.chat_format import ChatFormat
@@ -35,6 +37,7 @@ __all__ = [
     "EnvSessionError",
     "SampleRef",
     "SessionFactory",
+    "SourcedSessions",
     "TextEnvSession",
     "model_text",
     "started_builder",
@@ -49,12 +52,14 @@ class EnvSessionError(RolloutError):
 
 @dataclass(frozen=True, slots=True)
 class SampleRef:
-    """Which sample a session serves: its group, index, and how many times it was retried."""
+    """Which sample a session serves: its group, index, how many times it was retried, and the
+    priority class of its group's task source."""
 
     sample_id: str
     group: Group
     index: int
     retry: int = 0
+    priority_class: PriorityClass = PriorityClass.NORMAL
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +132,45 @@ class SessionFactory(Protocol):
     def prewarm(self, prompt_indices: Sequence[int]) -> None:
         """Prompts the next groups will take (start their containers ahead of demand)."""
         ...
+
+
+class SourcedSessions:
+    """One `SessionFactory` per task source, behind the `SessionFactory` seam (a mixed run).
+
+    A sample goes to its group's source's factory with its prompt index made local to that
+    source (`SourceLayout.locate`), so each factory sees the indices of its own dataset;
+    `prewarm` splits the global indices the same way.
+    """
+
+    def __init__(self, layout: SourceLayout, factories: Mapping[str, SessionFactory]) -> None:
+        missing = set(layout.names) - set(factories)
+        if missing:
+            raise RolloutError(f"no session factory for task sources {sorted(missing)}")
+        self._layout = layout
+        self._factories = dict(factories)
+
+    @property
+    def factories(self) -> Mapping[str, SessionFactory]:
+        return MappingProxyType(self._factories)
+
+    async def open(self, sample: SampleRef) -> EnvSession:
+        group = sample.group
+        name, local = self._layout.locate(group.prompt_index)
+        if group.source and group.source != name:
+            raise RolloutError(
+                f"group {group.group_id} of source {group.source!r} has prompt index "
+                f"{group.prompt_index}, which belongs to {name!r}"
+            )
+        local_group = replace(group, prompt_index=local)
+        return await self._factories[name].open(replace(sample, group=local_group))
+
+    def prewarm(self, prompt_indices: Sequence[int]) -> None:
+        by_source: dict[str, list[int]] = {}
+        for index in prompt_indices:
+            name, local = self._layout.locate(index)
+            by_source.setdefault(name, []).append(local)
+        for name, indices in by_source.items():
+            self._factories[name].prewarm(indices)
 
 
 class TextEnvSession:

@@ -20,7 +20,11 @@ __all__ = ["TrajectorySink"]
 
 
 class TrajectorySink:
-    """Collects trajectories per group; see the module docstring."""
+    """Collects trajectories per group; see the module docstring.
+
+    Groups are `group_size` samples unless `expect` named another size for them (a mixed run's
+    sources each have their own group size).
+    """
 
     def __init__(self, group_size: int, writers: Sequence[TrajectoryWriter] = ()) -> None:
         if group_size < 1:
@@ -28,6 +32,7 @@ class TrajectorySink:
         self._group_size = group_size
         self._writers = tuple(writers)
         self._pending: dict[str, dict[str, Trajectory]] = {}
+        self._sizes: dict[str, int] = {}  # groups whose size is not group_size
         self._ready: deque[tuple[Trajectory, ...]] = deque()
         self._closed = False
 
@@ -40,6 +45,15 @@ class TrajectorySink:
     def pending_groups(self) -> int:
         """Groups with some but not all samples in."""
         return len(self._pending)
+
+    def expect(self, group_id: str, size: int) -> None:
+        """Group `group_id` completes with `size` samples (call before its first `add`)."""
+        if size < 1:
+            raise SinkError(f"group {group_id}: size must be >= 1, got {size}")
+        if size == self._group_size:
+            self._sizes.pop(group_id, None)
+        else:
+            self._sizes[group_id] = size
 
     def add(self, trajectory: Trajectory) -> tuple[Trajectory, ...] | None:
         """Add a finished sample; returns its group (by sample index) if this completed it."""
@@ -54,9 +68,10 @@ class TrajectorySink:
         if trajectory.sample_id in members:
             raise SinkError(f"trajectory {trajectory.sample_id} was added twice")
         members[trajectory.sample_id] = trajectory
-        if len(members) < self._group_size:
+        if len(members) < self._sizes.get(trajectory.group_id, self._group_size):
             return None
         del self._pending[trajectory.group_id]
+        self._sizes.pop(trajectory.group_id, None)
         group = tuple(sorted(members.values(), key=lambda t: (t.sample_index, t.sample_id)))
         for writer in self._writers:
             writer.write_group(group)

@@ -14,12 +14,13 @@ from rollout.sim.workload.script import (
     session_id_of,
 )
 from rollout.sim.workload.sim_env import SimEnv, StepResult
-from rollout.sim.workload.token_model import ScriptedTokenModel
+from rollout.sim.workload.token_model import RoutedTokenModel, ScriptedTokenModel
 from rollout.sim.workload.workload import SyntheticWorkload
 
 __all__ = [
     "SUBMIT_TOOL",
     "LengthSpec",
+    "RoutedTokenModel",
     "SampleScript",
     "ScriptBook",
     "ScriptedTokenModel",

@@ -10,6 +10,7 @@ get lengths drawn from the workload's output distribution. Content is sliced fro
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rollout.engines.base import FinishReason, GenerateRequest
@@ -19,7 +20,7 @@ from rollout.sim.workload.config import WorkloadConfig
 from rollout.sim.workload.corpus import TokenCorpus
 from rollout.sim.workload.distributions import derive_seed, draw_length
 
-__all__ = ["ScriptedTokenModel"]
+__all__ = ["RoutedTokenModel", "ScriptedTokenModel"]
 
 
 @dataclass(slots=True)
@@ -71,6 +72,10 @@ class ScriptedTokenModel:
         """Drop a finished session's state."""
         self._sessions.pop(session_id, None)
 
+    def knows(self, session_id: str) -> bool:
+        """Whether a script of this model's workload is registered under `session_id`."""
+        return self._book.get(session_id) is not None
+
     def _new_turn(self, request: GenerateRequest, key: str, turn: int) -> TurnPlan:
         rng = random.Random(derive_seed(self._seed, "turn", key, turn))
         script = self._book.get(key)
@@ -84,3 +89,40 @@ class ScriptedTokenModel:
         ids = (*self._corpus.ids(offset, length - 1), stop)
         logprobs = self._corpus.logprobs(offset, length)
         return TurnPlan(ids, logprobs, ends_with_stop=True)
+
+
+class RoutedTokenModel:
+    """Several workloads' token models behind one engine (a mixed run's task sources).
+
+    A session goes to the first model whose script book holds it (each `SyntheticWorkload`
+    registers its env's script when it makes the env), else to the first model; the choice is
+    kept for the session's life, so aborted turns resume in the model that planned them.
+    Session ids must not repeat across the workloads (their names prefix them).
+    """
+
+    def __init__(self, models: Sequence[ScriptedTokenModel]) -> None:
+        if not models:
+            raise ValueError("a routed token model needs at least one model")
+        self._models = tuple(models)
+        self._routes: dict[str, ScriptedTokenModel] = {}
+
+    def plan(self, request: GenerateRequest) -> TurnPlan:
+        return self._model(request.session_id or request.rid).plan(request)
+
+    def on_finish(
+        self, request: GenerateRequest, produced_tokens: int, reason: FinishReason
+    ) -> None:
+        self._model(request.session_id or request.rid).on_finish(request, produced_tokens, reason)
+
+    def forget(self, session_id: str) -> None:
+        """Drop a session's state in every model."""
+        self._routes.pop(session_id, None)
+        for model in self._models:
+            model.forget(session_id)
+
+    def _model(self, key: str) -> ScriptedTokenModel:
+        model = self._routes.get(key)
+        if model is None:
+            model = next((m for m in self._models if m.knows(key)), self._models[0])
+            self._routes[key] = model
+        return model
