@@ -47,7 +47,6 @@ from rollout.core.deadline import (
 from rollout.core.predictors import LengthPredictor, build_predictor
 from rollout.core.priority_keeper import PriorityKeeper
 from rollout.core.scheduler import RolloutScheduler
-from rollout.core.sources import SourcePrompts
 from rollout.core.scheduler_events import (
     EngineAdded,
     EnginePaused,
@@ -56,6 +55,7 @@ from rollout.core.scheduler_events import (
     PrioritiesChanged,
     SchedulerEvent,
 )
+from rollout.core.sources import SourcePrompts
 from rollout.core.tool_latency import ToolLatencyEstimator
 from rollout.core.types import Group, SampleProgress, Trajectory, make_sample_id
 from rollout.engines.base import Engine, EngineError, GenerateRequest, GenerateResult
