@@ -144,6 +144,11 @@ class AgentLoop:
         return self._waiting_ticket
 
     @property
+    def truncation_reason(self) -> str | None:
+        """Why `truncate` was called (None: it was not)."""
+        return self._truncation
+
+    @property
     def generation_in_flight(self) -> GenerationTicket | None:
         """The ticket of the generation now in the engine, if any."""
         return self._in_flight

@@ -397,11 +397,11 @@ class Conductor:
     async def _apply_plan(
         self, plan: DeadlinePlan, truncated: set[str], cancelled: set[str]
     ) -> None:
-        """Truncate and cancel what `plan` says, each sample at most once per step."""
+        """Truncate and cancel what `plan` says; a generation is cancelled at most once a step."""
         for sample_id in plan.truncate:
             loop = self._live_loop(sample_id)
-            if loop is None or sample_id in truncated:
-                continue
+            if loop is None or loop.truncation_reason is not None:
+                continue  # (a retried attempt is a new loop: it is truncated too)
             truncated.add(sample_id)
             await loop.truncate("deadline")
             if loop.waiting_for_generation:  # hand it a ticket so it notices, and ends

@@ -75,6 +75,7 @@ def test_the_step_ends_within_its_budget_and_truncated_samples_stay_aligned() ->
     assert first.ready_s - first.requested_s <= BUDGET_S + 1.0
     assert first.deadline is not None and first.deadline.hit and not first.deadline.short
     assert len(first.groups) == 2 and first.deadline.truncated > 0
+    assert first.deadline.cancelled > 0  # generations of groups this step does not take
     truncated = cut(first)
     assert truncated
     for trajectory in truncated:
