@@ -4,7 +4,9 @@ reaches the scheduler and the trajectory."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -12,14 +14,20 @@ import pytest
 from harness.config import load_config
 from rollout.core.classes import PriorityClass
 from rollout.core.scheduler_events import SampleAdmitted, SchedulerEvent
+from rollout.core.sources import SourceLayout, SourcePrompts, TaskSourceConfig
+from rollout.core.types import Group, Trajectory
 from rollout.engines.base import GenerateRequest, GenerateResult
 from rollout.engines.sim import SimEngine
+from rollout.errors import RolloutError
 from rollout.jobs.config import SimulateConfig
 from rollout.jobs.policies import resolve_policy
 from rollout.jobs.simulation import load_simulation, simulate_policy
 from rollout.runtime.conductor import Conductor
+from rollout.runtime.env_session import EnvSession, EnvSessionError, SampleRef, SourcedSessions
 from rollout.sim.vtime import run_virtual
 from rollout.trajectories.batch import Batch
+from rollout.trajectories.builder import TrajectoryBuilder
+from rollout.trajectories.sink import TrajectorySink
 from tests.paths import CONFIGS
 
 SHORT = str(CONFIGS / "workload" / "short_context.yaml")
@@ -144,3 +152,59 @@ def test_source_names_must_be_unique() -> None:
     raw["sources"][1]["name"] = "multi"
     with pytest.raises(ValueError, match="repeat"):
         SimulateConfig.model_validate(raw)
+
+
+def test_sourced_sessions_route_by_source_with_local_prompt_indices() -> None:
+    opened: list[tuple[str, int]] = []
+    warmed: list[tuple[str, tuple[int, ...]]] = []
+
+    class Factory:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        async def open(self, sample: SampleRef) -> EnvSession:
+            opened.append((self.name, sample.group.prompt_index))
+            raise EnvSessionError("not needed")
+
+        def prewarm(self, prompt_indices: Sequence[int]) -> None:
+            warmed.append((self.name, tuple(prompt_indices)))
+
+    layout = SourceLayout.of(
+        (SourcePrompts(TaskSourceConfig(name="a"), 3), SourcePrompts(TaskSourceConfig(name="b"), 2))
+    )
+    sessions = SourcedSessions(layout, {"a": Factory("a"), "b": Factory("b")})
+    sessions.prewarm([4, 0, 3, 2])
+    assert warmed == [("b", (1, 0)), ("a", (0, 2))]
+    group = Group("g1", prompt_index=4, size=1, admitted_step=0, source="b")
+    with pytest.raises(EnvSessionError):
+        asyncio.run(sessions.open(SampleRef("g1-a0-s0", group, 0)))
+    assert opened == [("b", 1)]
+    wrong = Group("g2", prompt_index=0, size=1, admitted_step=0, source="b")
+    with pytest.raises(RolloutError, match="belongs to 'a'"):
+        asyncio.run(sessions.open(SampleRef("g2-a0-s0", wrong, 0)))
+    with pytest.raises(RolloutError, match="no session factory"):
+        SourcedSessions(layout, {"a": Factory("a")})
+
+
+def test_the_sink_completes_each_group_at_its_own_size() -> None:
+    sink = TrajectorySink(group_size=3)
+    sink.expect("small", 1)
+    sink.expect("big", 4)
+
+    def sample(group_id: str, index: int) -> Trajectory:
+        return TrajectoryBuilder((1, 2)).build(
+            sample_id=f"{group_id}-a0-s{index}",
+            group_id=group_id,
+            prompt_index=0,
+            sample_index=index,
+            reward=1.0,
+        )
+
+    assert sink.add(sample("small", 0)) is not None
+    for index in range(3):
+        assert sink.add(sample("big", index)) is None
+    assert sink.add(sample("big", 3)) is not None
+    for index in range(2):
+        assert sink.add(sample("default", index)) is None
+    assert sink.add(sample("default", 2)) is not None
+    assert [len(group) for group in sink.take_batch(3) or []] == [1, 4, 3]
