@@ -92,7 +92,7 @@ def summary_table(summaries: Sequence[RunSummary], simulation: Simulation) -> Ta
     """Policies side by side; each baseline's ratio to the first policy ("ours")."""
     config = simulation.config
     title = (
-        f"SIMULATED ({simulation.workload.name}, {config.steps} steps, "
+        f"SIMULATED ({_workload_label(simulation)}, {config.steps} steps, "
         f"B={config.groups_per_step}, K={config.group_size}, seed {config.seed}) — "
         "virtual time on a cost model, not a measurement"
     )
@@ -176,10 +176,20 @@ def _cost_model_text(simulation: Simulation) -> str:
         f"{engine.page_tokens} tokens, chunked prefill {engine.chunked_prefill_tokens}, host "
         f"tier {'x' + str(engine.host.ratio) if engine.host.enabled else 'off'}, PCIe "
         f"{engine.link.h2d_gb_per_s:g} GB/s\n"
-        f"  workload {simulation.workload.name}; trainer step "
+        f"  workload {_workload_label(simulation)}; trainer step "
         f"{simulation.config.trainer.train_time_s:g} s; async_factor "
         f"{simulation.config.async_factor}"
     )
+
+
+def _workload_label(simulation: Simulation) -> str:
+    """The workload's name, or a mixed run's sources (name weight class)."""
+    if not simulation.sources:
+        return simulation.workload.name
+    parts = (
+        f"{s.config.name} {s.config.weight:g} {s.config.priority_class}" for s in simulation.sources
+    )
+    return "mixed: " + ", ".join(parts)
 
 
 def _write_report(run: PolicyRun) -> None:
