@@ -16,7 +16,7 @@ from rollout.core.classes import PriorityClass
 from rollout.core.scheduler_events import SampleAdmitted, SchedulerEvent
 from rollout.core.sources import SourceLayout, SourcePrompts, TaskSourceConfig
 from rollout.core.types import Group, Trajectory
-from rollout.engines.base import GenerateRequest, GenerateResult
+from rollout.engines.base import GenerateRequest, GenerateResult, SamplingParams
 from rollout.engines.sim import SimEngine
 from rollout.errors import RolloutError
 from rollout.jobs.config import SimulateConfig
@@ -25,6 +25,7 @@ from rollout.jobs.simulation import load_simulation, simulate_policy
 from rollout.runtime.conductor import Conductor
 from rollout.runtime.env_session import EnvSession, EnvSessionError, SampleRef, SourcedSessions
 from rollout.sim.vtime import run_virtual
+from rollout.sim.workload import RoutedTokenModel, SyntheticWorkload, WorkloadConfig
 from rollout.trajectories.batch import Batch
 from rollout.trajectories.builder import TrajectoryBuilder
 from rollout.trajectories.sink import TrajectorySink
@@ -208,3 +209,20 @@ def test_the_sink_completes_each_group_at_its_own_size() -> None:
         assert sink.add(sample("default", index)) is None
     assert sink.add(sample("default", 2)) is not None
     assert [len(group) for group in sink.take_batch(3) or []] == [1, 4, 3]
+
+
+def test_the_routed_token_model_plans_each_session_from_its_own_workload() -> None:
+    base = load_config(WorkloadConfig, CONFIGS / "workload" / "short_context.yaml")
+    one = SyntheticWorkload(base.model_copy(update={"name": "one"}), seed=0)
+    two = SyntheticWorkload(base.model_copy(update={"name": "two"}), seed=0)
+    routed = RoutedTokenModel((one.token_model(), two.token_model()))
+    env = two.make_env(3, 1)
+    request = GenerateRequest(
+        rid="r1",
+        input_ids=(1, 2, 3),
+        sampling=SamplingParams(max_new_tokens=4096),
+        session_id=env.session_id,
+    )
+    plan = routed.plan(request)
+    assert len(plan.output_ids) == env.script.turns[0].output_tokens
+    assert env.session_id.startswith("two")
