@@ -89,6 +89,10 @@ class GenerateRequest:
     `input_ids` is a tuple or an immutable view of one (the agent loop sends a
     `kvcache.page_keys.TokenSnapshot` of its record: no per-turn copy of a long context).
     Engines read it with `len`, indexing and slicing (slices are tuples).
+
+    `cache_namespace` partitions the prefix cache (SGLang's `extra_key`): a request reuses
+    only KV cached by requests of the same namespace. '' is the shared namespace (no key);
+    the conductor sets 'v<policy version>' under `version_isolation: namespace`.
     """
 
     rid: str
@@ -97,6 +101,7 @@ class GenerateRequest:
     session_id: str = ""
     priority: int = 0
     kv_hints: tuple[KVHint, ...] = ()
+    cache_namespace: str = ""
 
 
 @dataclass(frozen=True, slots=True)

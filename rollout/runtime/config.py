@@ -206,6 +206,21 @@ class ConductorConfig(FrozenConfig):
         default_factory=DeadlineConfig,
         description="Per-step wall-clock deadline with truncation; off by default.",
     )
+    version_isolation: Literal["flush", "namespace"] = Field(
+        default="flush",
+        description="How prefix-cache KV of a retired policy version is kept from a newer one: "
+        "'flush' = the engines flush their cache on each weight update (today's behaviour); "
+        "'namespace' = every request carries the cache namespace 'v<policy version>' (SGLang's "
+        "extra_key), so prefixes are only shared within one version and nothing is flushed "
+        "(build the engines with flush_cache_on_weight_update: false).",
+    )
+    retired_requests: Literal["resume", "cancel"] = Field(
+        default="resume",
+        description="What a weight update does to samples that have tokens of the retired "
+        "version: 'resume' = they continue under the new one (partial rollout, per-token "
+        "versions; today's behaviour); 'cancel' = their group is cancelled and re-run from "
+        "scratch, so every trained sample has one policy version.",
+    )
 
 
 def rollout_config_for(policy: PolicyConfig, rollout: RolloutConfig) -> RolloutConfig:

@@ -84,6 +84,8 @@ def generate_body(
     }
     if request.session_id:
         body["session_id"] = request.session_id
+    if request.cache_namespace:  # SGLang keys the radix tree by it: no prefix shared across keys
+        body["extra_key"] = request.cache_namespace
     hints = request.kv_hints if hints is None else hints
     if hints:
         body["kv_hints"] = kv_hints_envelope(hints, message_id=wire_rid)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from rollout.engines.base import EngineError, FinishReason
 from rollout.engines.sim import batching
 from rollout.engines.sim.config import SchedulePolicy, SimEngineConfig
-from rollout.engines.sim.kv import JoinedTokens, KVBackend, TransferDirection
+from rollout.engines.sim.kv import KVBackend, TransferDirection
 from rollout.engines.sim.link import TransferLink
 from rollout.engines.sim.request_state import SimRequest, Stage
 from rollout.engines.sim.served_model import ServedModelConfig
@@ -455,8 +455,7 @@ class Batcher:
     def _release_kv(self, sim: SimRequest) -> None:
         if sim.stage is Stage.DECODE:
             # Prompt + output so far stay cached; the last sampled token has no KV yet.
-            ids = JoinedTokens(sim.request.input_ids, sim.plan.output_ids[: sim.generated])
-            self._kv.release(sim.rid, ids, sim.input_tokens + sim.generated - 1)
+            self._kv.release(sim.rid, sim.kv_ids(), sim.input_tokens + sim.generated - 1)
         elif sim.stage is Stage.PREFILL:
             self._kv.release(sim.rid, sim.fill_ids, sim.prefilled)
 

@@ -270,6 +270,11 @@ class SimSGLangServer:
             except ValueError as exc:
                 raise _BadRequest(str(exc)) from None
         priority = body.get("priority")
+        keys = [body.get("cache_salt"), body.get("extra_key")]
+        if not all(key is None or isinstance(key, str) for key in keys):
+            raise _BadRequest("cache_salt and extra_key must be strings")
+        # Either key (or both, as a pair) namespaces the prefix cache, as in SGLang.
+        namespace = "\x1f".join(key or "" for key in keys) if any(keys) else ""
         return GenerateRequest(
             rid=rid,
             input_ids=tuple(ids),
@@ -282,6 +287,7 @@ class SimSGLangServer:
             session_id=str(body.get("session_id") or ""),
             priority=int(priority) if priority is not None else 0,
             kv_hints=hints,
+            cache_namespace=namespace,
         )
 
     async def _abort(self, request: web.Request) -> web.Response:

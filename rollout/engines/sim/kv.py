@@ -33,6 +33,7 @@ the link. `stats()` reports occupancy and counters.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -46,6 +47,7 @@ __all__ = [
     "KVBackend",
     "KVStats",
     "LoadBack",
+    "NamespacedTokens",
     "PrefixMatch",
     "PrivateHold",
     "TokenSeq",
@@ -53,6 +55,8 @@ __all__ = [
     "Transfer",
     "TransferDirection",
     "give_back_each",
+    "in_namespace",
+    "namespace_salt",
 ]
 
 Tokens = tuple[int, ...]
@@ -125,6 +129,54 @@ class JoinedTokens:
 
     def to_tuple(self) -> Tokens:
         return self._head[:] + self._tail
+
+
+def namespace_salt(namespace: str) -> int:
+    """The offset `NamespacedTokens` adds to every token id of `namespace` ('' → 0).
+
+    Above 2**32 (past any vocabulary), and distinct per namespace up to a 64-bit hash collision,
+    so two namespaces never share a page (every cache compares or hashes the token values).
+    """
+    if not namespace:
+        return 0
+    digest = hashlib.blake2b(namespace.encode(), digest_size=8).digest()
+    return (int.from_bytes(digest, "big") | 1) << 32
+
+
+class NamespacedTokens:
+    """`base` with every id shifted by `salt`: a cache namespace as the backends see it.
+
+    The KV backends key prefixes by token values only; shifting the values puts each
+    namespace's sequences in a token space of their own, so no prefix matches across
+    namespaces while lengths (and so every KV count) stay the same.
+    """
+
+    __slots__ = ("_base", "_salt")
+
+    def __init__(self, base: TokenSeq, salt: int) -> None:
+        self._base = base
+        self._salt = salt
+
+    def __len__(self) -> int:
+        return len(self._base)
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Tokens: ...
+
+    def __getitem__(self, index: int | slice) -> int | Tokens:
+        salt = self._salt
+        if isinstance(index, slice):
+            return tuple(token + salt for token in self._base[index])
+        return self._base[index] + salt
+
+
+def in_namespace(token_ids: TokenSeq, namespace: str) -> TokenSeq:
+    """`token_ids` as the KV backends must see them in `namespace` ('' → unchanged)."""
+    salt = namespace_salt(namespace)
+    return NamespacedTokens(token_ids, salt) if salt else token_ids
 
 
 @dataclass(frozen=True, slots=True)

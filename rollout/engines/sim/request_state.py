@@ -6,7 +6,7 @@ import asyncio
 from enum import IntEnum
 
 from rollout.engines.base import FinishReason, GenerateRequest, GenerateResult
-from rollout.engines.sim.kv import JoinedTokens, TokenSeq
+from rollout.engines.sim.kv import JoinedTokens, TokenSeq, in_namespace
 from rollout.engines.sim.token_model import TurnPlan
 
 __all__ = ["SimRequest", "Stage"]
@@ -35,6 +35,7 @@ class SimRequest:
         "future",
         "generated",
         "input_tokens",
+        "kv_input",
         "max_new",
         "plan",
         "prefilled",
@@ -72,7 +73,9 @@ class SimRequest:
             else FinishReason.LENGTH
         )
         self.stage = Stage.WAITING
-        self.fill_ids: TokenSeq = request.input_ids
+        # The prompt as the KV backend sees it (shifted into the request's cache namespace)
+        self.kv_input: TokenSeq = in_namespace(request.input_ids, request.cache_namespace)
+        self.fill_ids: TokenSeq = self.kv_input
         self.prefilled = 0
         self.generated = 0
         self.ahead = 0
@@ -107,8 +110,13 @@ class SimRequest:
     def kv_ids(self) -> TokenSeq:
         """Prompt + output so far: the sequence whose KV this request has written."""
         if self.generated == 0:
-            return self.request.input_ids
-        return JoinedTokens(self.request.input_ids, self.plan.output_ids[: self.generated])
+            return self.kv_input
+        output = self.plan.output_ids[: self.generated]
+        if self.kv_input is self.request.input_ids:
+            return JoinedTokens(self.request.input_ids, output)
+        return in_namespace(
+            JoinedTokens(self.request.input_ids, output), self.request.cache_namespace
+        )
 
     def start_waiting(self, now_s: float) -> None:
         """A wait for the next forward starts (arrival, retraction, preemption)."""

@@ -1,0 +1,178 @@
+"""Policy-version isolation of prefix-cache KV: cache namespaces (SGLang's `extra_key`) in the
+sim engine, its HTTP server and the SGLang client, and `retired_requests: cancel` in the
+conductor."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import aiohttp
+import pytest
+
+from rollout.engines.base import GenerateRequest, SamplingParams
+from rollout.engines.sglang import SGLangEngine, SGLangEngineConfig
+from rollout.engines.sglang.wire import generate_body
+from rollout.engines.sim.kv import in_namespace, namespace_salt
+from rollout.sim.vtime import run_virtual
+from rollout.trajectories.tokenizer import ByteTokenizer
+from tests.rollout.engines.doubles import STOP, FixedTokens, make_engine, prompt
+from tests.rollout.engines.sglang.servers import sim_server
+
+TOKENIZER = ByteTokenizer()
+
+
+def request(rid: str, ids: tuple[int, ...], namespace: str = "") -> GenerateRequest:
+    return GenerateRequest(
+        rid=rid,
+        input_ids=ids,
+        sampling=SamplingParams(max_new_tokens=64, stop_token_ids=(STOP,)),
+        session_id=rid,
+        cache_namespace=namespace,
+    )
+
+
+# -- the sim engine ------------------------------------------------------------------------------
+
+
+def test_a_prompt_cached_under_v0_is_not_reused_by_v1_but_still_by_v0() -> None:
+    engine = make_engine(FixedTokens(default=2), flush_cache_on_weight_update=False)
+    ids = prompt(0, 1000)
+
+    async def main() -> tuple[int, int, int, int]:
+        await engine.generate(request("a", ids, "v0"))
+        warm = await engine.generate(request("b", ids, "v0"))
+        await engine.update_weights(1)
+        other = await engine.generate(request("c", ids, "v1"))
+        again = await engine.generate(request("d", ids, "v0"))
+        second = await engine.generate(request("e", ids, "v1"))
+        return (
+            warm.cached_tokens,
+            other.cached_tokens,
+            again.cached_tokens,
+            second.cached_tokens,
+        )
+
+    # 960 = the prompt's whole 64-token pages bar the last token; v1 starts cold, then hits.
+    assert run_virtual(main()) == (960, 0, 960, 960)
+
+
+def test_the_shared_namespace_is_todays_cache() -> None:
+    engine = make_engine(FixedTokens(default=2), flush_cache_on_weight_update=False)
+    ids = prompt(0, 1000)
+
+    async def main() -> tuple[int, int]:
+        await engine.generate(request("a", ids))
+        shared = await engine.generate(request("b", ids))
+        named = await engine.generate(request("c", ids, "v0"))
+        return shared.cached_tokens, named.cached_tokens
+
+    assert run_virtual(main()) == (960, 0)
+
+
+def test_flush_mode_still_flushes_on_a_weight_update() -> None:
+    engine = make_engine(FixedTokens(default=2))  # flush_cache_on_weight_update: true
+    ids = prompt(0, 1000)
+
+    async def main() -> tuple[int, int]:
+        await engine.generate(request("a", ids, "v0"))
+        warm = await engine.generate(request("b", ids, "v0"))
+        await engine.update_weights(1)
+        cold = await engine.generate(request("c", ids, "v0"))
+        return warm.cached_tokens, cold.cached_tokens
+
+    assert run_virtual(main()) == (960, 0)
+
+
+def test_an_aborted_namespaced_request_resumes_from_its_own_cache() -> None:
+    engine = make_engine(FixedTokens(default=4000), flush_cache_on_weight_update=False)
+    ids = prompt(0, 1000)
+
+    async def main() -> tuple[int, int]:
+        task = asyncio.create_task(engine.generate(request("a", ids, "v0")))
+        await asyncio.sleep(0.5)
+        await engine.abort("a")
+        partial = await task
+        resumed_ids = (*ids, *partial.output_ids)
+        same = await engine.generate(request("b", resumed_ids, "v0"))
+        other = await engine.generate(request("c", resumed_ids, "v1"))
+        return same.cached_tokens, other.cached_tokens
+
+    same, other = run_virtual(main())
+    assert same >= 1000 - 64 and other == 0
+
+
+def test_namespaces_shift_token_ids_past_any_vocabulary_and_apart() -> None:
+    assert namespace_salt("") == 0
+    assert in_namespace((1, 2), "") == (1, 2)
+    salts = {namespace_salt(f"v{version}") for version in range(1000)}
+    assert len(salts) == 1000 and min(salts) >= 1 << 32
+    view = in_namespace((1, 2, 3), "v3")
+    assert len(view) == 3 and view[1:] == (2 + namespace_salt("v3"), 3 + namespace_salt("v3"))
+
+
+# -- the SGLang wire and our HTTP server ---------------------------------------------------------
+
+
+def test_the_client_sends_extra_key_only_for_a_namespace() -> None:
+    shared = generate_body(request("a", (1, 2)), wire_rid="a-0")
+    named = generate_body(request("a", (1, 2), "v3"), wire_rid="a-0")
+    assert "extra_key" not in shared and named["extra_key"] == "v3"
+
+
+def config_for(url: str) -> SGLangEngineConfig:
+    return SGLangEngineConfig.model_validate(
+        {"endpoints": [url], "startup_timeout_s": 2.0, "poll_interval_s": 0.05}
+    )
+
+
+def http_request(rid: str, namespace: str) -> GenerateRequest:
+    ids = tuple(TOKENIZER.encode("Tell me about rollouts. " * 12))
+    return GenerateRequest(
+        rid=rid,
+        input_ids=ids,
+        sampling=SamplingParams(max_new_tokens=4, stop_token_ids=(TOKENIZER.eos_token_id,)),
+        cache_namespace=namespace,
+    )
+
+
+async def test_extra_key_namespaces_the_sim_servers_cache_over_http() -> None:
+    async with sim_server() as server:
+        engine = await SGLangEngine.connect(config_for(server.url), encode=TOKENIZER.encode)
+        try:
+            await engine.generate(http_request("h-a", "v0"))
+            warm = await engine.generate(http_request("h-b", "v0"))
+            other = await engine.generate(http_request("h-c", "v1"))
+            again = await engine.generate(http_request("h-d", "v0"))
+        finally:
+            await engine.aclose()
+    assert warm.cached_tokens > 0 and other.cached_tokens == 0
+    assert again.cached_tokens == warm.cached_tokens
+
+
+async def test_cache_salt_namespaces_a_raw_generate_and_a_bad_key_is_a_400() -> None:
+    ids = TOKENIZER.encode("Tell me about rollouts. " * 12)
+
+    async def cached(http: aiohttp.ClientSession, url: str, **keys: Any) -> int:
+        body = {"input_ids": ids, "sampling_params": {"max_new_tokens": 2}, **keys}
+        async with http.post(f"{url}/generate", json=body) as response:
+            assert response.status == 200, await response.text()
+            return int((await response.json())["meta_info"]["cached_tokens"])
+
+    async with sim_server() as server, aiohttp.ClientSession() as http:
+        await cached(http, server.url, cache_salt="alice")
+        assert await cached(http, server.url, cache_salt="alice") > 0
+        assert await cached(http, server.url, cache_salt="bob") == 0
+        assert await cached(http, server.url, cache_salt="alice", extra_key="v1") == 0
+        body = {"input_ids": ids, "extra_key": 3}
+        async with http.post(f"{server.url}/generate", json=body) as response:
+            assert response.status == 400
+
+
+@pytest.mark.parametrize("value", ["flush", "namespace"])
+def test_version_isolation_is_validated(value: str) -> None:
+    from rollout.runtime.config import ConductorConfig
+
+    assert ConductorConfig.model_validate({"version_isolation": value}).version_isolation == value
+    with pytest.raises(ValueError):
+        ConductorConfig.model_validate({"retired_requests": "drop"})
