@@ -300,6 +300,8 @@ class AgentLoop:
             kv_hints=(
                 (KVHint(KVHintKind.OPEN, self._env.session_id, priority),) if opening else ()
             ),
+            # 'v<policy version>' under version_isolation: namespace (a host without one: shared)
+            cache_namespace=getattr(self._host, "cache_namespace", ""),
         )
         self._engine_name = ticket.engine
         self._in_flight = ticket

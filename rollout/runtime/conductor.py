@@ -89,6 +89,7 @@ class ConductorStats:
     finished_samples: int = 0
     retries: int = 0
     failed_samples: int = 0  # exhausted their attempts; kept with infra_error
+    restarted_samples: int = 0  # retired_requests=cancel: re-run from scratch after an update
     batches: int = 0
 
 
@@ -176,6 +177,10 @@ class Conductor:
         self._live_gate: LiveKVGate | None = None
         self._tasks: asyncio.TaskGroup | None = None
         self._children: set[asyncio.Task[None]] = set()
+        # retired_requests=cancel: samples with tokens of the current version, and each live
+        # sample's run (cancelled and started again when a weight update retires its tokens)
+        self._spent: set[str] = set()
+        self._runs: dict[str, asyncio.Task[Trajectory]] = {}
         self.stats = ConductorStats(dispatch=self._dispatcher.counts)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -436,6 +441,8 @@ class Conductor:
         await asyncio.gather(*(engine.pause() for _, engine in engines))
         await asyncio.gather(*(engine.update_weights(version) for _, engine in engines))
         self._policy_version = version
+        if self._config.retired_requests == "cancel":
+            self._cancel_retired()
         self._admission.set_training_step(version)
         await asyncio.gather(*(engine.resume() for _, engine in engines))
         for name, engine in engines:
@@ -490,7 +497,7 @@ class Conductor:
             if self._live_gate is not None:
                 await self._live_gate.enter(sample_id)
             try:
-                trajectory = await self._attempts(group, index)
+                trajectory = await self._on_policy_attempts(group, index)
             finally:
                 if self._live_gate is not None:
                     self._live_gate.leave(sample_id)
@@ -499,6 +506,39 @@ class Conductor:
             info = {**trajectory.info, "source": group.source, "priority_class": str(klass)}
             trajectory = replace(trajectory, info=info)
         self._complete(trajectory)
+
+    async def _on_policy_attempts(self, group: Group, index: int) -> Trajectory:
+        """`_attempts`; under `retired_requests: cancel`, started again from scratch each time a
+        weight update retires tokens it generated, until its tokens have one policy version."""
+        if self._config.retired_requests == "resume":
+            return await self._attempts(group, index)
+        sample_id = make_sample_id(group.group_id, group.attempt, index)
+        while True:
+            self._spent.discard(sample_id)
+            run = asyncio.ensure_future(self._attempts(group, index))
+            self._runs[sample_id] = run
+            try:
+                trajectory = await run
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if not run.cancelled() or (current is not None and current.cancelling()):
+                    raise  # the conductor is closing, not a retired-version restart
+                self.stats.restarted_samples += 1
+                continue
+            finally:
+                self._runs.pop(sample_id, None)
+                self._spent.discard(sample_id)
+            if len(set(_generated_versions(trajectory))) <= 1:
+                return trajectory
+            self.stats.restarted_samples += 1  # an update slipped past the cancel: run again
+
+    def _cancel_retired(self) -> None:
+        """Cancel the runs of samples holding tokens of the version just retired."""
+        for sample_id in sorted(self._spent):
+            run = self._runs.get(sample_id)
+            if run is not None and not run.done():
+                run.cancel()
+        self._spent.clear()
 
     async def _attempts(self, group: Group, index: int) -> Trajectory:
         """Run the sample until an attempt succeeds or `max_attempts` have failed."""
@@ -550,6 +590,14 @@ class Conductor:
     def kv_hints(self) -> bool:
         return self.policy.kv_hints
 
+    @property
+    def cache_namespace(self) -> str:
+        """The prefix-cache namespace of new requests: 'v<policy version>' under
+        `version_isolation: namespace`, else '' (shared; the engines flush on an update)."""
+        if self._config.version_isolation == "namespace":
+            return f"v{self._policy_version}"
+        return ""
+
     def report(self, event: SchedulerEvent) -> None:
         self._dispatcher.report(event)
 
@@ -571,6 +619,8 @@ class Conductor:
         computed_prefix_tokens: int,
         sample_id: str = "",
     ) -> None:
+        if sample_id and result.output_ids and sample_id in self._runs:  # retired_requests=cancel
+            self._spent.add(sample_id)
         self._counters[engine].count(
             request,
             result,
@@ -609,3 +659,8 @@ class Conductor:
 def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
     first = group.exceptions[0]
     return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
+
+
+def _generated_versions(trajectory: Trajectory) -> list[int]:
+    """The policy versions of the tokens the model generated (loss-mask 1)."""
+    return [v for v, m in zip(trajectory.versions, trajectory.loss_mask, strict=True) if m]

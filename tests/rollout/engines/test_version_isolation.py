@@ -176,3 +176,74 @@ def test_version_isolation_is_validated(value: str) -> None:
     assert ConductorConfig.model_validate({"version_isolation": value}).version_isolation == value
     with pytest.raises(ValueError):
         ConductorConfig.model_validate({"retired_requests": "drop"})
+
+
+# -- the conductor -------------------------------------------------------------------------------
+
+
+def conductor_run(**changes: Any) -> tuple[list[Any], Any]:
+    from rollout.runtime.config import ConductorConfig
+    from tests.rollout.fakes import build_rollout, train
+
+    async def main() -> tuple[list[Any], Any]:
+        rollout = build_rollout(
+            async_factor=3,
+            engine_overrides=("max_running_requests=2", "flush_cache_on_weight_update=false"),
+            conductor_config=ConductorConfig.model_validate(changes),
+        )
+        async with rollout.conductor:
+            batches = await train(rollout, 3)
+        await rollout.engine.aclose()
+        return batches, rollout
+
+    return run_virtual(main())
+
+
+def generated_versions(trajectory: Any) -> set[int]:
+    return {v for v, m in zip(trajectory.versions, trajectory.loss_mask, strict=True) if m}
+
+
+def test_cancel_re_runs_retired_samples_so_each_trained_sample_has_one_version() -> None:
+    batches, rollout = conductor_run(retired_requests="cancel")
+    samples = [t for batch in batches for t in batch.trajectories]
+    assert rollout.conductor.stats.restarted_samples > 0
+    assert all(len(generated_versions(t)) == 1 for t in samples)
+    ids = [t.sample_id for t in samples]
+    assert len(ids) == len(set(ids)) == 3 * 2 * 3  # steps × groups × samples: none lost
+    for batch in batches:
+        for group in batch.groups:
+            assert sorted(t.sample_index for t in group) == [0, 1, 2]
+
+
+def test_resume_keeps_partial_rollouts_with_mixed_versions() -> None:
+    batches, rollout = conductor_run()
+    samples = [t for batch in batches for t in batch.trajectories]
+    assert rollout.conductor.stats.restarted_samples == 0
+    assert any(len(generated_versions(t)) > 1 for t in samples)
+
+
+def test_namespace_mode_tags_each_request_with_the_policy_version() -> None:
+    namespaces: list[str] = []
+
+    async def main() -> None:
+        from rollout.runtime.config import ConductorConfig
+        from tests.rollout.fakes import build_rollout, train
+
+        rollout = build_rollout(
+            async_factor=3,
+            engine_overrides=("max_running_requests=2", "flush_cache_on_weight_update=false"),
+            conductor_config=ConductorConfig.model_validate({"version_isolation": "namespace"}),
+        )
+        generate = rollout.engine.generate
+
+        async def spy(request: GenerateRequest) -> Any:
+            namespaces.append(request.cache_namespace)
+            return await generate(request)
+
+        rollout.engine.generate = spy  # type: ignore[method-assign]
+        async with rollout.conductor:
+            await train(rollout, 3)
+        await rollout.engine.aclose()
+
+    run_virtual(main())
+    assert {"v0", "v1", "v2"} <= set(namespaces) and "" not in namespaces
