@@ -7,6 +7,7 @@ import logging
 import typer
 
 from rollout.cli import bench, calibrate, envs, images, trace
+from rollout.cli.replay import replay
 from rollout.cli.report import report
 from rollout.cli.run import run
 from rollout.cli.serve import serve_sglang, serve_sim
@@ -27,6 +28,7 @@ app = typer.Typer(
 )
 app.command("run")(run)
 app.command("report")(report)
+app.command("replay")(replay)
 app.command("simulate")(simulate)
 app.command("serve-sim")(serve_sim)
 app.command("serve-sglang")(serve_sglang)

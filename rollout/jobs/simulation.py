@@ -29,6 +29,7 @@ from harness.clock import LoopClock
 from harness.events import EventBus
 from harness.gc_pause import paused_gc
 from rollout.core.config import RolloutConfig
+from rollout.core.decision_log import DecisionLog
 from rollout.core.predictors import build_predictor
 from rollout.core.predictors.base import RemainingWork, SampleContext
 from rollout.core.sources import SourceLayout, SourcePrompts, TaskSourceConfig
@@ -207,8 +208,18 @@ async def simulate_policy(
         if recorder is not None:
             recorder.timeseries(record)
 
+    decisions = None
+    if recorder is not None and config.conductor.decision_log:
+        decisions = recorder.decision_log()
     conductor = _conductor(
-        simulation, policy, stack, sink=sink, bus=bus, clock=clock, on_timeseries=timeseries
+        simulation,
+        policy,
+        stack,
+        sink=sink,
+        bus=bus,
+        clock=clock,
+        on_timeseries=timeseries,
+        decisions=decisions,
     )
     try:
         with paused_gc(pause_collector):
@@ -406,6 +417,7 @@ def _conductor(
     bus: EventBus,
     clock: LoopClock,
     on_timeseries: Callable[[Mapping[str, Any]], None] | None = None,
+    decisions: DecisionLog | None = None,
 ) -> Conductor:
     """`policy`'s conductor over `stack` (the oracle predictor reads the stack's scripts)."""
     predictor = None
@@ -426,4 +438,5 @@ def _conductor(
         bus=bus,
         clock=clock,
         on_timeseries=on_timeseries,
+        decisions=decisions,
     )

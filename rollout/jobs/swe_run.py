@@ -293,6 +293,10 @@ async def run_swe_rollout(
                 bus=bus,
                 clock=clock,
                 on_timeseries=recorder.timeseries,
+                # A resumed run restores scheduler state replay cannot rebuild: not logged.
+                decisions=recorder.decision_log()
+                if config.conductor.decision_log and resume_from is None
+                else None,
             )
             if resume_from is not None:
                 conductor.load_state_dict(resume_from.conductor_state)

@@ -2,8 +2,9 @@
 
 config.yaml at once; events.jsonl from the event bus; steps.jsonl per training batch;
 timeseries.jsonl per engine sample; trajectories.jsonl through the sink's JSONL writer
-(`trajectory_writers`). Every time in the directory is seconds since the recorder's origin
-(the run start), whatever clock produced it.
+(`trajectory_writers`); decisions.jsonl through `decision_log()` (its times are the
+scheduler's own clock readings, so that replay feeds it the same events). Every other time in
+the directory is seconds since the recorder's origin (the run start), whatever clock produced it.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from typing import Any
 import yaml
 
 from harness.events import EventBus, StepEvent
+from rollout.core.decision_log import DecisionLog
 from rollout.errors import RunFileWriteError
-from rollout.observe.run_dir import TRAJECTORIES_FILE, RunDir
+from rollout.observe.run_dir import TRAJECTORIES_FILE, JsonlAppender, RunDir
 from rollout.observe.run_records import StepRecord
 from rollout.trajectories.batch import Batch
 from rollout.trajectories.writers import JsonlTrajectoryWriter, TrajectoryWriter
@@ -60,6 +62,7 @@ class RunRecorder:
         self._events = self.run_dir.open_log("events") if record_events else None
         self._steps = self.run_dir.open_log("steps", flush_each_record=True)
         self._timeseries = self.run_dir.open_log("timeseries")
+        self._decisions: JsonlAppender | None = None
         self._unsubscribe: list[Any] = []
 
     @property
@@ -94,6 +97,12 @@ class RunRecorder:
         self._steps.append(record.to_dict())
         return record
 
+    def decision_log(self) -> DecisionLog:
+        """A `DecisionLog` writing decisions.jsonl (buffered; flushed on `close`)."""
+        if self._decisions is None:
+            self._decisions = self.run_dir.open_log("decisions")
+        return DecisionLog(self._decisions.append)
+
     def timeseries(self, record: Mapping[str, Any]) -> None:
         self._timeseries.append({**record, "t_s": float(record["t_s"]) - self.origin_s})
 
@@ -101,7 +110,7 @@ class RunRecorder:
         for unsubscribe in self._unsubscribe:
             unsubscribe()
         self._unsubscribe.clear()
-        for log in (self._events, self._steps, self._timeseries):
+        for log in (self._events, self._steps, self._timeseries, self._decisions):
             if log is not None:
                 log.close()
 

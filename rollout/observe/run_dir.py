@@ -8,6 +8,7 @@ One run writes one directory::
       trajectories.jsonl   the sink's JSONL writer output (one line per group)
       steps.jsonl          one `StepRecord` per training step
       timeseries.jsonl     one `TimeseriesSample` per engine every sample interval
+      decisions.jsonl      every scheduler event and decision (rollout/core/decision_log.py)
       metrics.json         the summary computed from the above (rollout/observe/report.py)
       report.md, plots/    the run report (rollout/observe/report.py)
 
@@ -42,6 +43,7 @@ from rollout.trajectories.writers import read_jsonl_groups
 
 __all__ = [
     "CONFIG_FILE",
+    "DECISIONS_FILE",
     "EVENTS_FILE",
     "METRICS_FILE",
     "PLOTS_DIR",
@@ -59,13 +61,19 @@ EVENTS_FILE = "events.jsonl"
 TRAJECTORIES_FILE = "trajectories.jsonl"
 STEPS_FILE = "steps.jsonl"
 TIMESERIES_FILE = "timeseries.jsonl"
+DECISIONS_FILE = "decisions.jsonl"
 METRICS_FILE = "metrics.json"
 REPORT_FILE = "report.md"
 PLOTS_DIR = "plots"
 
-LogName = Literal["events", "steps", "timeseries"]
+LogName = Literal["events", "steps", "timeseries", "decisions"]
 _LOG_FILES: Mapping[str, str] = MappingProxyType(
-    {"events": EVENTS_FILE, "steps": STEPS_FILE, "timeseries": TIMESERIES_FILE}
+    {
+        "events": EVENTS_FILE,
+        "steps": STEPS_FILE,
+        "timeseries": TIMESERIES_FILE,
+        "decisions": DECISIONS_FILE,
+    }
 )
 
 

@@ -44,6 +44,7 @@ from rollout.core.deadline import (
     plan_truncation,
     proceeds_short,
 )
+from rollout.core.decision_log import DecisionLog
 from rollout.core.predictors import LengthPredictor, build_predictor
 from rollout.core.priority_keeper import PriorityKeeper
 from rollout.core.scheduler import RolloutScheduler
@@ -129,6 +130,7 @@ class Conductor:
         bus: EventBus | None = None,
         clock: Clock | None = None,
         on_timeseries: Callable[[Mapping[str, Any]], None] | None = None,
+        decisions: DecisionLog | None = None,
     ) -> None:
         names = [engine.name for engine in engines]
         if not engines or len(set(names)) != len(names):
@@ -163,7 +165,11 @@ class Conductor:
             kv_hints=policy.kv_hints,
             priorities=(agent_loop.high_priority, agent_loop.low_priority),
             seed=config.seed,
+            decisions=decisions,
         )
+        if decisions is not None:  # the header replay rebuilds the scheduler from
+            decisions.begin(self.rollout.scheduler)
+        self._dispatcher.policy_version = 0
         self._tools = ToolLatencyEstimator(agent_loop.default_tool_wait_s)
         self._counters = {name: EngineCounters() for name in self._engines}
         self._timeseries: TimeseriesSampler | None = None
@@ -441,6 +447,7 @@ class Conductor:
         await asyncio.gather(*(engine.pause() for _, engine in engines))
         await asyncio.gather(*(engine.update_weights(version) for _, engine in engines))
         self._policy_version = version
+        self._dispatcher.policy_version = version
         if self._config.retired_requests == "cancel":
             self._cancel_retired()
         self._admission.set_training_step(version)
@@ -468,6 +475,7 @@ class Conductor:
             raise RolloutError(f"conductor state version {state.get('version')!r} is unknown")
         self._admission.load_state_dict(state["admission"])
         self._policy_version = int(state["policy_version"])
+        self._dispatcher.policy_version = self._policy_version
         self.stats.batches = int(state["batches"])
 
     # -- admission and samples -------------------------------------------------------------

@@ -202,6 +202,11 @@ class ConductorConfig(FrozenConfig):
         "0 = the engines' total max_running_requests (samples).",
     )
     seed: int = Field(default=0, description="Seed of request ids (uuid-like, reproducible).")
+    decision_log: bool = Field(
+        default=True,
+        description="Write decisions.jsonl in the run directory: every scheduler event and "
+        "decision, in order (buffered), for `conductor replay RUN_DIR`; off saves the writes.",
+    )
     deadline: DeadlineConfig = Field(
         default_factory=DeadlineConfig,
         description="Per-step wall-clock deadline with truncation; off by default.",

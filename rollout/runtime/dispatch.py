@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from rollout.core.decision_log import DecisionLog
 from rollout.core.scheduler import RolloutScheduler
 from rollout.core.scheduler_events import (
     Decision,
@@ -104,8 +105,12 @@ class Dispatcher:
         kv_hints: bool,
         priorities: tuple[int, int],
         seed: int,
+        decisions: DecisionLog | None = None,
     ) -> None:
         self.scheduler = scheduler
+        self.decisions = decisions  # records every event and decision (decisions.jsonl)
+        self.policy_version: int | None = None  # written into decision records when known
+        self._last_rid: str | None = None
         self.counts = DispatchCounts()
         self._engines = engines
         self._kv_hints = kv_hints
@@ -140,8 +145,14 @@ class Dispatcher:
                 self.counts.preemptions += 1
             else:
                 self.counts.interruptions += 1
+        log = self.decisions
+        if log is not None:
+            log.event(event)
         for decision in self.scheduler.handle(event):
+            self._last_rid = None
             self._apply(decision)
+            if log is not None:
+                log.decision(decision, rid=self._last_rid, policy_version=self.policy_version)
 
     def _apply(self, decision: Decision) -> None:
         match decision:
@@ -185,7 +196,9 @@ class Dispatcher:
 
         Drawn from a seeded generator (not uuid4) so a simulated run is reproducible.
         """
-        return f"{sample_id}/{uuid.UUID(int=self._rng.getrandbits(128), version=4).hex}"
+        rid = f"{sample_id}/{uuid.UUID(int=self._rng.getrandbits(128), version=4).hex}"
+        self._last_rid = rid
+        return rid
 
     # -- the I/O side ----------------------------------------------------------------------
 
