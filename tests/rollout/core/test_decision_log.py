@@ -136,7 +136,7 @@ def _events() -> list[SchedulerEvent]:
 
 
 def _record_run(config: SchedulerConfig) -> list[dict[str, Any]]:
-    records: list[dict[str, Any]] = []
+    records: list[Mapping[str, Any]] = []
     log = DecisionLog(records.append)
     log.begin(config)
     scheduler = RolloutScheduler(config)
@@ -146,7 +146,8 @@ def _record_run(config: SchedulerConfig) -> list[dict[str, Any]]:
             log.decision(
                 decision, rid=f"{getattr(decision, 'sample_id', '')}/r{i}", policy_version=4
             )
-    return json.loads(json.dumps(records))  # as read back from the file
+    read_back: list[dict[str, Any]] = json.loads(json.dumps(records))  # as in the file
+    return read_back
 
 
 def test_records_come_in_order_with_the_decisions_annotated() -> None:
@@ -193,7 +194,7 @@ def test_a_missing_or_extra_decision_fails_replay() -> None:
     line = next(i for i, r in _numbered(records) if r["kind"] == "start")
     dropped = records[: line - 1] + records[line:]
     assert not replay_decisions(_numbered(dropped)).identical
-    extra = records[:line] + [records[line - 1]] + records[line:]
+    extra = [*records[:line], records[line - 1], *records[line:]]
     result = replay_decisions(_numbered(extra))
     assert not result.identical and result.line == line + 1
 
@@ -207,5 +208,5 @@ def test_a_log_without_its_header_is_refused() -> None:
 def test_a_garbled_event_names_its_line() -> None:
     records = _record_run(SchedulerConfig())
     records[2]["fields"] = {"nonsense": True}
-    with pytest.raises(DecisionLogError, match="^line 3: "):
+    with pytest.raises(DecisionLogError, match=r"^line 3: "):
         replay_decisions(_numbered(records))
