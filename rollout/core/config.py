@@ -146,6 +146,15 @@ class SchedulerConfig(FrozenConfig):
             "simulated A/B that would justify turning it on has not been run."
         ),
     )
+    starvation_bound_s: float | None = Field(
+        default=None,
+        gt=0.0,
+        description=(
+            "A sample waiting for a generation slot longer than this is promoted one priority "
+            "class (its wait clock restarts), repeatedly up to urgent; null disables promotion "
+            "(seconds)."
+        ),
+    )
     kv_residency: bool = Field(
         default=False,
         description=(

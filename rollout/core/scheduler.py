@@ -54,6 +54,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from rollout.core.classes import PriorityClass
 from rollout.core.config import SchedulerConfig
 from rollout.core.kv_residency import KVResidency
 from rollout.core.priority import ActSlotKey, PriorityAssignment, act_slot_key
@@ -72,6 +73,7 @@ from rollout.core.scheduler_events import (
     Preempt,
     PrioritiesChanged,
     PriorityChanged,
+    Promote,
     SampleAdmitted,
     SampleFinished,
     SchedulerEvent,
@@ -96,6 +98,7 @@ __all__ = [
     "Preempt",
     "PrioritiesChanged",
     "PriorityChanged",
+    "Promote",
     "QueueLevel",
     "RolloutScheduler",
     "SampleAdmitted",
@@ -162,6 +165,9 @@ class _Entry:
     context_tokens: int = 0  # as last reported: the next generation's prompt
     started_context_tokens: int = 0  # the context when the running generation started
     level: QueueLevel | None = None  # the level it waits at; None while not waiting
+    klass: PriorityClass = PriorityClass.NORMAL  # its priority class (promotion raises it)
+    waiting_since_s: float = 0.0  # when its current wait (or its last promotion) began
+    starve_token: int = -1  # its live node in the starvation heap; -1: none
 
     @property
     def turn_tokens(self) -> int:
@@ -218,12 +224,15 @@ class RolloutScheduler:
         self._engines: dict[str, _Engine] = {}
         self._entries: dict[str, _Entry] = {}
         # Waiting samples by level, and by level and sticky engine (None: not sticky yet).
-        self._levels: dict[QueueLevel, SeqQueue[_Entry]] = {
-            level: SeqQueue() for level in QueueLevel
+        self._levels: dict[_QueueKey, SeqQueue[_Entry]] = {key: SeqQueue() for key in _ALL_KEYS}
+        self._sticky: dict[_QueueKey, dict[str | None, SeqQueue[_Entry]]] = {
+            key: {} for key in _ALL_KEYS
         }
-        self._sticky: dict[QueueLevel, dict[str | None, SeqQueue[_Entry]]] = {
-            level: {} for level in QueueLevel
-        }
+        # Starvation promotion: (deadline, token, sample id) of waiting samples below urgent;
+        # a node whose token is not its entry's current `starve_token` is stale (lazy deletion).
+        self._starve: list[tuple[float, int, str]] = []
+        self._starve_tokens = itertools.count()
+        self._now_s = 0.0
         self._open: set[str] = set()  # engines with a free slot, not paused
         self._open_low: set[str] = set()  # ... whose KV headroom lets low-priority work start
         self._assignment = PriorityAssignment()
@@ -250,6 +259,10 @@ class RolloutScheduler:
 
     def is_high(self, sample_id: str) -> bool:
         return self._assignment.is_critical(self._entry(sample_id).sample.group_id)
+
+    def class_of(self, sample_id: str) -> PriorityClass:
+        """The sample's priority class now (its source's, raised by starvation promotion)."""
+        return self._entry(sample_id).klass
 
     def engine_of(self, sample_id: str) -> str | None:
         """The engine the sample is sticky to, None before its first generation."""
@@ -278,6 +291,7 @@ class RolloutScheduler:
     def handle(self, event: SchedulerEvent) -> tuple[Decision, ...]:
         """Apply `event`; return the decisions to carry out, in order."""
         decisions: list[Decision] = []
+        self._now_s = event.now_s
         match event:
             case EngineAdded(engine=name, load=load):
                 if name in self._engines:
@@ -321,6 +335,7 @@ class RolloutScheduler:
                 decisions.extend(self._on_priorities(assignment))
             case _:
                 raise SchedulerError(f"unknown scheduler event {event!r}")
+        decisions.extend(self._promote_starved(event.now_s))
         decisions.extend(self._dispatch(event.now_s))
         return tuple(decisions)
 
@@ -329,7 +344,11 @@ class RolloutScheduler:
     def _on_admitted(self, event: SampleAdmitted) -> None:
         if event.sample_id in self._entries:
             raise SchedulerError(f"sample {event.sample_id} was already admitted")
-        entry = _Entry(Sample(event.sample_id, event.group_id), context_tokens=event.context_tokens)
+        entry = _Entry(
+            Sample(event.sample_id, event.group_id),
+            context_tokens=event.context_tokens,
+            klass=event.priority_class,
+        )
         self._entries[event.sample_id] = entry
         self._group_entries.setdefault(event.group_id, {})[event.sample_id] = entry
         if self._assignment.is_critical(event.group_id):
@@ -415,17 +434,23 @@ class RolloutScheduler:
         decisions: list[Decision] = []
         kv_blocked = _KVBlocks()
         if self._has_free_slot():
-            for entry in self._waiting_in_order(open_only=True):
+            for key in _ALL_KEYS:
                 if not self._has_free_slot():
                     break
-                high = self._assignment.is_critical(entry.sample.group_id)
-                if not high and not self._low_work_may_start():
-                    break  # levels are in order: only low-priority samples remain
-                if self._kv_exhausted(kv_blocked) and not (high and self._config.hold_critical_kv):
-                    break  # no engine's KV holds anyone more, and only a held sample could start
-                engine = self._pick_engine(entry, high, kv_blocked)
-                if engine is not None:
-                    decisions.append(self._start(entry, engine, now_s))
+                for entry in self._waiting_at(key, open_only=True):
+                    if not self._has_free_slot():
+                        break
+                    high = self._assignment.is_critical(entry.sample.group_id)
+                    if not high and not self._low_work_may_start():
+                        break  # the rest of this level is low-priority too (a later class's
+                        # high levels may still start)
+                    if self._kv_exhausted(kv_blocked) and not (
+                        high and self._config.hold_critical_kv
+                    ):
+                        break  # no engine's KV holds anyone more; only a held sample could start
+                    engine = self._pick_engine(entry, high, kv_blocked)
+                    if engine is not None:
+                        decisions.append(self._start(entry, engine, now_s))
         if self._config.preemption:
             decisions.extend(self._preemptions())
             decisions.extend(self._kv_preemptions(kv_blocked.engines))
@@ -437,28 +462,30 @@ class RolloutScheduler:
         """Waiting samples level by level, FIFO within a level; samples removed meanwhile are
         skipped. `open_only` may leave out samples sticky to an engine without a free slot
         (dispatch could not start them, and skipping them changes nothing it decides)."""
-        for level in _ALL_LEVELS:  # a tuple: iterating the enum class costs a call per level
-            if high_only and level not in _HIGH_LEVELS:
-                return
-            if not self._levels[level]:
-                continue
-            if open_only:  # those not sticky yet, and those sticky to an engine with a free slot
-                sticky = self._sticky[level]
-                streams = (
-                    [queue for key, queue in sticky.items() if key is None or key in self._open]
-                    if len(sticky) <= len(self._open)
-                    else [
-                        queue
-                        for key in (None, *self._open)
-                        if (queue := sticky.get(key)) is not None
-                    ]
-                )
-            else:
-                streams = [self._levels[level]]
-            if len(streams) == 1:
-                yield from (entry for _, entry in streams[0].items())
-            else:
-                yield from (entry for _, entry in heapq.merge(*(q.items() for q in streams)))
+        for key in _ALL_KEYS:  # a tuple: iterating the enum class costs a call per level
+            if high_only and key[1] not in _HIGH_LEVELS:
+                continue  # a later class may still have high levels
+            yield from self._waiting_at(key, open_only=open_only)
+
+    def _waiting_at(self, key: _QueueKey, *, open_only: bool) -> Iterator[_Entry]:
+        """The samples waiting at one (class, level), FIFO; see `_waiting_in_order`."""
+        if not self._levels[key]:
+            return
+        if open_only:  # those not sticky yet, and those sticky to an engine with a free slot
+            sticky = self._sticky[key]
+            streams = (
+                [queue for name, queue in sticky.items() if name is None or name in self._open]
+                if len(sticky) <= len(self._open)
+                else [
+                    queue for name in (None, *self._open) if (queue := sticky.get(name)) is not None
+                ]
+            )
+        else:
+            streams = [self._levels[key]]
+        if len(streams) == 1:
+            yield from (entry for _, entry in streams[0].items())
+        else:
+            yield from (entry for _, entry in heapq.merge(*(q.items() for q in streams)))
 
     def _kv_would_hold(self, entry: _Entry, engine: _Engine) -> bool:
         """Whether KV residency would let `entry` start on `engine` once a slot is free there
@@ -743,13 +770,54 @@ class RolloutScheduler:
     def _enqueue(self, entry: _Entry) -> None:
         self._queue(entry, self._queue_seq)
         self._queue_seq += 1
+        entry.waiting_since_s = self._now_s
+        self._arm_starvation(entry)
+
+    def _arm_starvation(self, entry: _Entry) -> None:
+        """Give the waiting `entry` a promotion deadline (none once urgent or with no bound)."""
+        bound = self._config.starvation_bound_s
+        if bound is None or entry.klass is PriorityClass.URGENT:
+            entry.starve_token = -1
+            return
+        entry.starve_token = next(self._starve_tokens)
+        heapq.heappush(
+            self._starve,
+            (entry.waiting_since_s + bound, entry.starve_token, entry.sample.sample_id),
+        )
+        if len(self._starve) > 2 * len(self._entries) + 64:  # drop stale nodes now and then
+            self._starve = [node for node in self._starve if self._starve_live(node)]
+            heapq.heapify(self._starve)
+
+    def _starve_live(self, node: tuple[float, int, str]) -> bool:
+        entry = self._entries.get(node[2])
+        return entry is not None and entry.level is not None and entry.starve_token == node[1]
+
+    def _promote_starved(self, now_s: float) -> list[Decision]:
+        """Promote, one class each, the samples that have waited longer than the bound."""
+        heap = self._starve
+        decisions: list[Decision] = []
+        while heap and heap[0][0] < now_s:
+            node = heapq.heappop(heap)
+            if not self._starve_live(node):
+                continue
+            entry = self._entries[node[2]]
+            before = entry.klass
+            waited = now_s - entry.waiting_since_s
+            self._dequeue(entry)
+            entry.klass = before.promoted()
+            self._queue(entry, entry.queue_seq)  # first come within its new class
+            entry.waiting_since_s = now_s
+            self._arm_starvation(entry)
+            decisions.append(Promote(entry.sample.sample_id, before, entry.klass, waited))
+        return decisions
 
     def _queue(self, entry: _Entry, seq: int) -> None:
         entry.queue_seq = seq
         level = _LEVELS[entry.wait_kind, self._assignment.is_critical(entry.sample.group_id)]
         entry.level = level
-        self._levels[level].add(seq, entry)
-        by_engine = self._sticky[level]
+        key = (entry.klass, level)
+        self._levels[key].add(seq, entry)
+        by_engine = self._sticky[key]
         sticky = by_engine.get(entry.engine)
         if sticky is None:
             sticky = by_engine[entry.engine] = SeqQueue()
@@ -760,8 +828,10 @@ class RolloutScheduler:
         if level is None:
             return
         entry.level = None
-        self._levels[level].remove(entry.queue_seq)
-        by_engine = self._sticky[level]
+        entry.starve_token = -1
+        key = (entry.klass, level)
+        self._levels[key].remove(entry.queue_seq)
+        by_engine = self._sticky[key]
         sticky = by_engine[entry.engine]
         sticky.remove(entry.queue_seq)
         if not sticky:
@@ -847,4 +917,10 @@ class RolloutScheduler:
 
 _WAITING_STATES = (SampleState.WAIT_GEN, SampleState.PREEMPTED, SampleState.INTERRUPTED)
 _HIGH_LEVELS = (QueueLevel.INTERRUPTED_HIGH, QueueLevel.BACK_FROM_ENV_HIGH)
-_ALL_LEVELS = tuple(QueueLevel)
+_QueueKey = tuple[PriorityClass, QueueLevel]
+# Classes by rank, and the five levels inside each: the order waiting samples get slots in.
+_ALL_KEYS: tuple[_QueueKey, ...] = tuple(
+    (klass, level)
+    for klass in sorted(PriorityClass, key=lambda klass: klass.rank)
+    for level in QueueLevel
+)

@@ -25,6 +25,7 @@ __all__ = [
     "Preempt",
     "PrioritiesChanged",
     "PriorityChanged",
+    "Promote",
     "SampleAdmitted",
     "SampleFinished",
     "SchedulerEvent",
@@ -196,4 +197,15 @@ class PriorityChanged:
     high: bool
 
 
-Decision = StartGeneration | Preempt | PriorityChanged
+@dataclass(frozen=True, slots=True)
+class Promote:
+    """A sample waited longer than the starvation bound and moved up one class (metrics only:
+    the scheduler has already requeued it)."""
+
+    sample_id: str
+    from_class: PriorityClass
+    to_class: PriorityClass
+    waited_s: float  # how long it had waited in `from_class` (seconds)
+
+
+Decision = StartGeneration | Preempt | PriorityChanged | Promote

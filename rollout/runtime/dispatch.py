@@ -27,6 +27,7 @@ from rollout.core.scheduler_events import (
     GenerationAborted,
     Preempt,
     PriorityChanged,
+    Promote,
     SchedulerEvent,
     StartGeneration,
 )
@@ -173,6 +174,8 @@ class Dispatcher:
             case PriorityChanged(sample_id=sample_id, high=high):
                 self.counts.priority_changes += 1
                 self._change_priority(sample_id, high)
+            case Promote():
+                pass  # the scheduler already requeued it; nothing to carry out
 
     def _change_priority(self, sample_id: str, high: bool) -> None:
         channel = self._channels.get(sample_id)
