@@ -17,6 +17,14 @@ Rules (DESIGN.md §2–3):
   partial output whose prefix is likely still cached, so resuming them first wastes least.
   A *new* sample of a critical group ranks as (2): it is on the path to the next batch exactly
   like a sample back from its tool, and starting it late would delay its whole group.
+* **Classes** (`rollout.core.classes`). Above all of this, waiting samples are served by
+  `PriorityClass` (urgent, high, normal, low: the class of the sample's task source, from
+  `SampleAdmitted.priority_class`); the five levels and critical-group priority order samples
+  only inside a class, so a critical sample never overtakes a higher class. A single-source
+  run is all `normal` and behaves exactly as without classes.
+* **Starvation** (`starvation_bound_s`, off by default). A sample that has waited for a slot
+  longer than the bound moves up one class (decision `Promote`), its wait clock restarting,
+  until it is `urgent`; it keeps its first-come place inside the new class.
 * **Priority.** A sample is high when its group is critical (`rollout.core.priority`); the shell
   sends `PrioritiesChanged` after each recomputation.
 * **Throttle.** Low-priority work starts only while the engine's free KV fraction is above
@@ -29,6 +37,9 @@ Rules (DESIGN.md §2–3):
   continuous batching every running request decodes at the same rate, so the youngest has
   produced the fewest tokens when the engine reports no progress), then the lowest-priority
   group, then the sample id. It resumes later from prompt + partial output.
+  Across classes, a waiting sample may also preempt a running sample of a lower class (the
+  lowest class first, non-critical first, then the victim key above) where every slot it may
+  use is taken; the high-over-low rule applies only to victims of its own or a lower class.
 * **KV residency** (`kv_residency`, `rollout.core.kv_residency`). A generation also needs room
   in its engine's device KV for its context and its turn; an engine that cannot hold the next
   sample in order takes no later one in that pass, a new sample starts only while the live set
@@ -233,6 +244,7 @@ class RolloutScheduler:
         self._starve: list[tuple[float, int, str]] = []
         self._starve_tokens = itertools.count()
         self._now_s = 0.0
+        self._classed_live = 0  # live samples not in class `normal` (0: single-class run)
         self._open: set[str] = set()  # engines with a free slot, not paused
         self._open_low: set[str] = set()  # ... whose KV headroom lets low-priority work start
         self._assignment = PriorityAssignment()
@@ -350,6 +362,8 @@ class RolloutScheduler:
             klass=event.priority_class,
         )
         self._entries[event.sample_id] = entry
+        if entry.klass is not PriorityClass.NORMAL:
+            self._classed_live += 1
         self._group_entries.setdefault(event.group_id, {})[event.sample_id] = entry
         if self._assignment.is_critical(event.group_id):
             self._critical_live += 1
@@ -453,6 +467,8 @@ class RolloutScheduler:
                         decisions.append(self._start(entry, engine, now_s))
         if self._config.preemption:
             decisions.extend(self._preemptions())
+            if self._classed_live:
+                decisions.extend(self._class_preemptions())
             decisions.extend(self._kv_preemptions(kv_blocked.engines))
         return decisions
 
@@ -659,12 +675,81 @@ class RolloutScheduler:
                 freeing[claimed] -= 1
                 freeing_left -= 1
                 continue
-            victim = self._best_victim(candidates)
+            victim = (
+                self._best_victim_at_or_below(candidates, entry.klass)
+                if self._classed_live
+                else self._best_victim(candidates)
+            )
             if victim is None:
                 continue
             victims_left -= 1
             why = f"waits and every slot on engine {victim.engine} is taken"
             decisions.append(self._preempt(victim, entry, why))
+        return decisions
+
+    def _class_preemptions(self) -> list[Decision]:
+        """A waiting sample may preempt a running one of a lower class (higher rank) where
+        every slot it may use is taken; one victim (or one slot being freed) per waiting sample,
+        in waiting order. Runs only while some live sample is not `normal`. Costs the running
+        samples of the full engines (bounded by their slots) plus the waiting samples of the
+        classes above the lowest running one."""
+        worst: dict[str, int] = {}  # full unpaused engine -> lowest running class's rank
+        freeing: dict[str, int] = {}
+        for engine in self._engines.values():
+            if engine.paused or engine.name in self._open:
+                continue
+            freeing[engine.name] = len(engine.draining)
+            ranks = [
+                self._entries[sid].klass.rank
+                for sid in engine.running
+                if sid not in engine.draining
+            ]
+            if ranks:
+                worst[engine.name] = max(ranks)
+        if not worst:
+            return []
+        floor = max(worst.values())
+        decisions: list[Decision] = []
+        for key in _ALL_KEYS:
+            if key[0].rank >= floor:
+                break  # no running sample is below this class
+            for entry in self._waiting_at(key, open_only=False):
+                sticky = entry.engine
+                if (sticky in self._open) if sticky is not None else bool(self._open):
+                    continue  # a slot it may use is free
+                engines = [
+                    engine
+                    for engine in self._candidate_engines(entry)
+                    if self._kv_would_hold(entry, engine)
+                ]
+                claimed = next((e.name for e in engines if freeing.get(e.name, 0) > 0), None)
+                if claimed is not None:
+                    freeing[claimed] -= 1
+                    continue
+                rank = entry.klass.rank
+                victims = [
+                    victim
+                    for engine in engines
+                    if worst.get(engine.name, -1) > rank
+                    for sid in engine.running
+                    if sid not in engine.draining
+                    and (victim := self._entries[sid]).klass.rank > rank
+                ]
+                if not victims:
+                    continue
+                victim = min(  # lowest class, then not critical, then the usual victim key
+                    victims,
+                    key=lambda v: (
+                        -v.klass.rank,
+                        self._assignment.is_critical(v.sample.group_id),
+                        self._victim_key(v),
+                    ),
+                )
+                why = (
+                    f"({entry.klass}) waits and every slot on engine {victim.engine} is taken; "
+                    f"{victim.sample.sample_id} is of the lower class {victim.klass}"
+                )
+                decisions.append(self._preempt(victim, entry, why))
         return decisions
 
     def _preempt(self, victim: _Entry, waiting: _Entry, why: str) -> Preempt:
@@ -732,6 +817,25 @@ class RolloutScheduler:
             for entry in engine.victims.tied(primary)
         ]
         return min(tied, key=self._victim_key)
+
+    def _best_victim_at_or_below(
+        self, engines: Iterable[_Engine], klass: PriorityClass
+    ) -> _Entry | None:
+        """Like `_best_victim`, but only from `klass` or a lower class (lowest class first): a
+        critical sample never preempts a higher class. Scans the engines' running samples
+        (bounded by their slots); used only while some live sample is not `normal`."""
+        victims = [
+            victim
+            for engine in engines
+            for sid in engine.running
+            if sid not in engine.draining
+            and (victim := self._entries[sid]).klass.rank >= klass.rank
+            and not victim.preempt_pending
+            and not self._assignment.is_critical(victim.sample.group_id)
+        ]
+        if not victims:
+            return None
+        return min(victims, key=lambda v: (-v.klass.rank, self._victim_key(v)))
 
     def _update_victim(self, entry: _Entry) -> None:
         """Keep `entry`'s place among its engine's preemption candidates current."""
@@ -805,6 +909,9 @@ class RolloutScheduler:
             waited = now_s - entry.waiting_since_s
             self._dequeue(entry)
             entry.klass = before.promoted()
+            self._classed_live += (entry.klass is not PriorityClass.NORMAL) - (
+                before is not PriorityClass.NORMAL
+            )
             self._queue(entry, entry.queue_seq)  # first come within its new class
             entry.waiting_since_s = now_s
             self._arm_starvation(entry)
@@ -877,6 +984,8 @@ class RolloutScheduler:
             self._dequeue(entry)
         entry.sample.advance(SampleState.DONE)
         del self._entries[sample_id]
+        if entry.klass is not PriorityClass.NORMAL:
+            self._classed_live -= 1
         if self._residency is not None:
             self._residency.sample_finished(sample_id)
         group_id = entry.sample.group_id

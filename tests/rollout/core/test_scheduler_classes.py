@@ -14,7 +14,9 @@ from rollout.core.scheduler import (
     Decision,
     EngineAdded,
     EngineLoad,
+    GenerationAborted,
     GenerationFinished,
+    Preempt,
     PrioritiesChanged,
     Promote,
     RolloutScheduler,
@@ -132,3 +134,36 @@ def test_a_running_sample_is_not_promoted() -> None:
     decisions = admit(s, "other", N, now=50.0)
     assert not [d for d in decisions if isinstance(d, Promote) and d.sample_id == "run"]
     assert s.class_of("run") is L
+
+
+def test_a_waiting_higher_class_sample_preempts_a_running_lower_class_one() -> None:
+    s = scheduler(slots=2)
+    admit(s, "run_low", L)
+    admit(s, "run_norm", N)
+    decisions = admit(s, "urg", U, now=1.0)
+    preempts = [d for d in decisions if isinstance(d, Preempt)]
+    assert [(d.sample_id, d.for_sample_id) for d in preempts] == [("run_low", "urg")]
+    # Its abort frees the slot, and the urgent sample takes it.
+    after = s.handle(GenerationAborted("run_low", partial_tokens=3, now_s=2.0))
+    assert started(after) == ["urg"]
+    assert s.waiting_order() == ("run_low",)
+
+
+def test_a_same_class_waiting_sample_preempts_nothing() -> None:
+    s = scheduler(slots=1)
+    admit(s, "run", L)
+    decisions = admit(s, "other", L, now=1.0)
+    assert not [d for d in decisions if isinstance(d, Preempt)]
+
+
+def test_critical_of_a_lower_class_does_not_preempt_a_higher_class() -> None:
+    s = scheduler(slots=1)
+    admit(s, "run_high", H)
+    admit(s, "crit_norm", N, now=1.0)
+    decisions = s.handle(
+        PrioritiesChanged(
+            PriorityAssignment(critical=frozenset({"g_crit_norm"}), ranks=MappingProxyType({})),
+            now_s=2.0,
+        )
+    )
+    assert not [d for d in decisions if isinstance(d, Preempt)]
