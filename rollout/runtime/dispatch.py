@@ -15,7 +15,7 @@ import asyncio
 import logging
 import random
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -119,6 +119,12 @@ class Dispatcher:
         self._rng = random.Random(seed)
         self._channels: dict[str, SampleChannel] = {}
         self._work: asyncio.Queue[Callable[[], Awaitable[None]]] = asyncio.Queue()
+        # called as observer(event, decisions) after each report (health metrics, issue 15)
+        self._observers: list[Callable[[SchedulerEvent, Sequence[Decision]], None]] = []
+
+    def add_observer(self, observer: Callable[[SchedulerEvent, Sequence[Decision]], None]) -> None:
+        """Call `observer(event, decisions)` after every `report` (read-only side channel)."""
+        self._observers.append(observer)
 
     # -- channels --------------------------------------------------------------------------
 
@@ -149,11 +155,14 @@ class Dispatcher:
         log = self.decisions
         if log is not None:
             log.event(event)
-        for decision in self.scheduler.handle(event):
+        decided = list(self.scheduler.handle(event))
+        for decision in decided:
             self._last_rid = None
             self._apply(decision)
             if log is not None:
                 log.decision(decision, rid=self._last_rid, policy_version=self.policy_version)
+        for observer in self._observers:
+            observer(event, decided)
 
     def _apply(self, decision: Decision) -> None:
         match decision:
