@@ -109,7 +109,10 @@ class Simulation:
 
 
 def _describe(source: SimSource) -> dict[str, Any]:
-    return {**source.config.model_dump(mode="json"), "workload": source.workload.model_dump(mode="json")}
+    return {
+        **source.config.model_dump(mode="json"),
+        "workload": source.workload.model_dump(mode="json"),
+    }
 
 
 def load_simulation(config: SimulateConfig, base_dir: Path) -> Simulation:
