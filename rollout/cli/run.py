@@ -56,6 +56,14 @@ def run(
         help="continue the run in this run directory from its last checkpoint (after a crash, "
         "kill -9 or a signal), with the config it started with",
     ),
+    metrics_port: int = typer.Option(
+        0,
+        "--metrics-port",
+        min=0,
+        max=65535,
+        help="serve the scheduler's health metrics live for Prometheus on "
+        "http://127.0.0.1:PORT/metrics during the run (0 = off)",
+    ),
 ) -> None:
     """SWE rollouts in real sandboxes for a few training steps: scripted agents on the simulated
     engine (default), or SGLang servers over HTTP (configs/run/sglang.yaml)."""
@@ -89,6 +97,8 @@ def run(
         if backend != "docker":
             console.print("[yellow]no Docker engine: using the local sandbox (NOT isolated)[/]")
 
+    if metrics_port:
+        console.print(f"health metrics: http://127.0.0.1:{metrics_port}/metrics")
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
     with Progress(*columns, TimeElapsedColumn(), console=console) as progress:
         bar = progress.add_task("training steps", total=settings.steps)
@@ -114,6 +124,7 @@ def run(
                     on_batch=advance,
                     on_backend=announce,
                     resume_from=checkpoint,
+                    metrics_port=metrics_port,
                 ),
                 stopping,
             )

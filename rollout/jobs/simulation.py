@@ -35,6 +35,7 @@ from rollout.core.predictors.base import RemainingWork, SampleContext
 from rollout.core.sources import SourceLayout, SourcePrompts, TaskSourceConfig
 from rollout.engines.sim import ServedModelConfig, SimEngine, SimEngineConfig, build_sim_engine
 from rollout.jobs.config import SimTaskSourceConfig, SimulateConfig, shape_rollout
+from rollout.jobs.run_health import RunHealth
 from rollout.observe.engine_work import EngineWork
 from rollout.observe.recorder import RunRecorder
 from rollout.observe.run_summary import BatchDigest, RunSummary, summarize_run
@@ -195,7 +196,13 @@ async def simulate_policy(
     collect_per_step = config.garbage_collection == "per_step"
     pause_collector = config.garbage_collection != "automatic"
 
+    health = RunHealth(
+        starvation_bound_s=simulation.rollout.scheduler.starvation_bound_s,
+        step_budget_s=config.conductor.deadline.step_budget_s,
+    )
+
     def record(batch: Batch) -> None:
+        health.on_batch(batch)
         if recorder is not None:
             recorder.step(batch)
         if on_batch is not None:
@@ -224,6 +231,7 @@ async def simulate_policy(
         on_timeseries=timeseries,
         decisions=decisions,
     )
+    health.attach(conductor)
     try:
         with paused_gc(pause_collector):
             async with conductor:
@@ -232,6 +240,7 @@ async def simulate_policy(
                 )
                 elapsed_s = clock.now() - conductor.origin_s
                 busy_s = {engine.name: engine.counters.busy_s for engine in stack.engines}
+        health.finish(conductor, run_dir)
     finally:
         await stack.aclose()
         if recorder is not None:

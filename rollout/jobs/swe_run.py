@@ -44,6 +44,7 @@ from rollout.errors import RolloutError, RunFileWriteError
 from rollout.jobs.checkpoint import Checkpoint, write_checkpoint
 from rollout.jobs.config import RunConfig, shape_rollout
 from rollout.jobs.policies import resolve_policy
+from rollout.jobs.run_health import RunHealth
 from rollout.jobs.summary import summarize_conductor_run
 from rollout.observe.recorder import RunRecorder
 from rollout.observe.run_summary import RunSummary
@@ -132,11 +133,13 @@ async def run_swe_rollout(
     on_batch: Callable[[Batch], None] | None = None,
     on_backend: Callable[[str], None] | None = None,
     resume_from: Checkpoint | None = None,
+    metrics_port: int = 0,
 ) -> SWERunResult:
     """Run `config.steps` training steps; configs are resolved from `base_dir` (absolute).
 
     A checkpoint is written into `run_dir` after every step. With `resume_from` (the run
     directory already cut back by `prepare_resume`) the run continues from that step.
+    `metrics_port` > 0 serves the scheduler's health metrics live on /metrics (Prometheus).
     """
     policy = resolve_policy(config.policy)
     rollout = shape_rollout(
@@ -222,7 +225,11 @@ async def run_swe_rollout(
 
     batches: list[Batch] = []  # a few small groups: kept whole for the caller
 
+    health: RunHealth | None = None
+
     def record(batch: Batch) -> None:
+        if health is not None:
+            health.on_batch(batch)
         batches.append(batch)
         recorder.step(batch)
         if on_batch is not None:
@@ -300,6 +307,12 @@ async def run_swe_rollout(
             )
             if resume_from is not None:
                 conductor.load_state_dict(resume_from.conductor_state)
+            health = RunHealth(
+                starvation_bound_s=rollout.scheduler.starvation_bound_s,
+                step_budget_s=config.conductor.deadline.step_budget_s,
+                metrics_port=metrics_port,
+            )
+            health.attach(conductor)
 
             def checkpoint(batch: Batch) -> None:
                 state = Checkpoint(
@@ -315,6 +328,7 @@ async def run_swe_rollout(
                 digests = await trainer.run(conductor, config.steps - steps_done)
                 elapsed_s = clock.now() - conductor.origin_s
                 busy_s = _sim_busy_s(engines)
+                health.finish(conductor, run_dir)
     except asyncio.CancelledError:
         if recorder.write_failure is None:
             raise
@@ -322,6 +336,8 @@ async def run_swe_rollout(
         raise recorder.write_failure from None
     finally:
         try:
+            if health is not None:
+                health.close()
             for engine in engines:
                 await engine.aclose()
             recorder.close()

@@ -7,17 +7,25 @@ summary; `compare_table` puts several runs side by side with ratios to a referen
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 from harness.events import StepEvent
 from rollout.observe.integrity import RunIntegrity, assess_integrity
 from rollout.observe.metrics import RunMetrics, compute_run_metrics, format_value
 from rollout.observe.phase_metrics import SAMPLE_PHASES, sample_timelines
 from rollout.observe.plots import PlotConfig, write_plots
-from rollout.observe.run_dir import EVENTS_FILE, TIMESERIES_FILE, TRAJECTORIES_FILE, RunDir
+from rollout.observe.run_dir import (
+    EVENTS_FILE,
+    HEALTH_FILE,
+    TIMESERIES_FILE,
+    TRAJECTORIES_FILE,
+    RunDir,
+)
 from rollout.observe.run_records import MissingRunFileError
 
 __all__ = [
@@ -116,14 +124,19 @@ def generate_report(run_dir: Path | RunDir, config: PlotConfig | None = None) ->
         consumed_groups,
         trajectory_groups,
     )
-    metrics_path = directory.write_metrics({**metrics.to_dict(), "integrity": integrity.to_dict()})
+    health = _read_health(directory)
+    record = {**metrics.to_dict(), "integrity": integrity.to_dict()}
+    if health is not None:
+        record["health"] = health
+    metrics_path = directory.write_metrics(record)
     timelines = sample_timelines(events, metrics.run_start_s, plot_config.timeline_samples)
     plots = write_plots(metrics, timelines, directory.plots_dir, plot_config)
     relative = {caption: path.relative_to(directory.root) for caption, path in plots.items()}
     directory.report_path.write_text(
         render_markdown(
             metrics, title=directory.root.name, plots=relative, warnings=integrity.warnings
-        ),
+        )
+        + render_health(health),
         encoding="utf-8",
     )
     return GeneratedReport(
@@ -272,3 +285,51 @@ def _phase_table(metrics: RunMetrics) -> list[str]:
     env_init = format_value(phases.env_init_s, "s")
     lines.append(f"| env_init | {env_init} | — | — (overlaps the first gen) |")
     return lines
+
+
+def _read_health(directory: RunDir) -> dict[str, Any] | None:
+    """The run's scheduler-health figures, if it wrote them (older runs did not)."""
+    try:
+        record = json.loads((directory.root / HEALTH_FILE).read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def render_health(health: Mapping[str, Any] | None) -> str:
+    """The report's "Scheduler health" section ('' without figures)."""
+    if not health:
+        return ""
+    lines = [
+        "",
+        "## Scheduler health",
+        "",
+        "| figure | value |",
+        "|---|---|",
+        f"| deadline misses | {health.get('deadline_misses', 0)} of "
+        f"{health.get('steps', 0)} steps |",
+        f"| starved requests | {health.get('starved_requests', 0)} |",
+        f"| promotions | {health.get('promotions', 0)} |",
+        f"| prefix hit rate | {_fraction(health.get('prefix_hit_rate'))} |",
+        f"| trainer blocked, mean per step | {_seconds(health.get('trainer_blocked_mean_s'))} |",
+        f"| samples arriving / consumed per s | {_rate(health.get('arrival_rate_per_s'))} / "
+        f"{_rate(health.get('consumption_rate_per_s'))} |",
+    ]
+    for cls, wait in (health.get("wait_by_class") or {}).items():
+        lines.append(
+            f"| wait for a slot, {cls} (mean / p99, {wait.get('count', 0)} waits) | "
+            f"{_seconds(wait.get('mean_wait_s'))} / {_seconds(wait.get('p99_wait_s'))} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _fraction(value: Any) -> str:
+    return "—" if value is None else f"{float(value):.3f}"
+
+
+def _seconds(value: Any) -> str:
+    return "—" if value is None else f"{float(value):.2f} s"
+
+
+def _rate(value: Any) -> str:
+    return "—" if value is None else f"{float(value):.2f}"

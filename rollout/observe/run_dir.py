@@ -45,6 +45,7 @@ __all__ = [
     "CONFIG_FILE",
     "DECISIONS_FILE",
     "EVENTS_FILE",
+    "HEALTH_FILE",
     "METRICS_FILE",
     "PLOTS_DIR",
     "REPORT_FILE",
@@ -63,6 +64,7 @@ STEPS_FILE = "steps.jsonl"
 TIMESERIES_FILE = "timeseries.jsonl"
 DECISIONS_FILE = "decisions.jsonl"
 METRICS_FILE = "metrics.json"
+HEALTH_FILE = "health.json"  # scheduler-health figures (rollout/jobs/run_health.py)
 REPORT_FILE = "report.md"
 PLOTS_DIR = "plots"
 

@@ -49,6 +49,7 @@ from rollout.core.predictors import LengthPredictor, build_predictor
 from rollout.core.priority_keeper import PriorityKeeper
 from rollout.core.scheduler import RolloutScheduler
 from rollout.core.scheduler_events import (
+    Decision,
     EngineAdded,
     EnginePaused,
     EngineResumed,
@@ -293,6 +294,12 @@ class Conductor:
     @property
     def engine_counters(self) -> Mapping[str, EngineCounters]:
         return self._counters
+
+    def observe_scheduler(
+        self, observer: Callable[[SchedulerEvent, Sequence[Decision]], None]
+    ) -> None:
+        """Call `observer(event, decisions)` after every scheduler event (health metrics)."""
+        self._dispatcher.add_observer(observer)
 
     async def batches(self) -> AsyncGenerator[Batch, None]:
         """B complete groups at a time, forever; consuming a batch frees no quota until

@@ -1,0 +1,68 @@
+"""A run's scheduler-health figures: fed by the scheduler stream, written beside the run's
+records as `health.json` (the report folds it into metrics.json), served live on /metrics when
+a port is given (`conductor run --metrics-port N`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rollout.errors import RolloutError
+from rollout.observe.health import HealthTracker
+from rollout.observe.prometheus import HealthExporter
+from rollout.observe.run_dir import HEALTH_FILE
+from rollout.runtime.conductor import Conductor
+from rollout.trajectories.batch import Batch
+
+__all__ = ["RunHealth"]
+
+
+class RunHealth:
+    """One run's `HealthTracker` (or `HealthExporter` with a port), wired to its conductor."""
+
+    def __init__(
+        self,
+        *,
+        starvation_bound_s: float | None,
+        step_budget_s: float | None,
+        metrics_port: int = 0,
+    ) -> None:
+        tracker = HealthTracker(starvation_bound_s=starvation_bound_s)
+        self._exporter = HealthExporter(tracker) if metrics_port > 0 else None
+        if self._exporter is not None:
+            try:
+                self._exporter.serve(metrics_port)
+            except RuntimeError as exc:
+                raise RolloutError(f"{exc}; choose a free port or 0 (off)") from exc
+        self.tracker = tracker
+        self._step_budget_s = step_budget_s
+
+    def attach(self, conductor: Conductor) -> None:
+        """Observe every scheduler event and the decisions it produced."""
+        sink = self._exporter if self._exporter is not None else self.tracker
+        conductor.observe_scheduler(sink.observe)
+
+    def on_batch(self, batch: Batch) -> None:
+        """A trainer step: blocked time, deadline miss, consumed samples."""
+        deadline_s = None
+        if self._step_budget_s is not None:
+            deadline_s = batch.requested_s + self._step_budget_s
+        sink = self._exporter if self._exporter is not None else self.tracker
+        sink.batch(batch.requested_s, batch.ready_s, deadline_s)
+        self.tracker.consumed(sum(len(group) for group in batch.groups), batch.ready_s)
+
+    def finish(self, conductor: Conductor, run_dir: Path | None) -> dict[str, object]:
+        """Take the engines' prompt-cache counters and write `health.json` (if a run dir)."""
+        counters = conductor.engine_counters.values()
+        self.tracker.engine_tokens(
+            sum(c.prompt_tokens for c in counters), sum(c.cached_tokens for c in counters)
+        )
+        summary = self.tracker.summary()
+        if run_dir is not None:
+            (run_dir / HEALTH_FILE).write_text(json.dumps(summary, indent=2) + "\n", "utf-8")
+        return summary
+
+    def close(self) -> None:
+        if self._exporter is not None:
+            self._exporter.close()

@@ -1,0 +1,99 @@
+"""The scheduler's health figures of a run: health.json, metrics.json, report.md and the live
+Prometheus endpoint of `conductor run --metrics-port N`."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rollout.cli.app import app
+from rollout.cli.run import DEFAULT_RUN_CONFIG
+from rollout.errors import RolloutError
+from rollout.jobs.run_health import RunHealth
+from tests.paths import CONFIGS
+from tests.rollout.cli.test_cli_run import SPANS_TASK, TINY_RUN
+
+TINY_SIM = ["steps=2", "groups_per_step=2", "group_size=2", "trainer.train_time_s=1"]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_a_simulated_run_writes_health_figures_that_agree_with_its_records(
+    tmp_path: Path,
+) -> None:
+    config = CONFIGS / "simulate" / "short_context.yaml"
+    args = ["simulate", str(config), *TINY_SIM, "policies=[conductor]", "--out", str(tmp_path)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    (run_dir,) = tmp_path.glob("*/conductor")
+    health = json.loads((run_dir / "metrics.json").read_text())["health"]
+    assert health == json.loads((run_dir / "health.json").read_text())
+    steps = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
+    assert health["steps"] == len(steps) == 2
+    assert health["deadline_misses"] == 0 and health["starved_requests"] == 0
+    # Every start decision closes one wait; all samples are of the one (normal) source.
+    records = [json.loads(line) for line in (run_dir / "decisions.jsonl").read_text().splitlines()]
+    starts = sum(record.get("kind") == "start" for record in records)
+    assert set(health["wait_by_class"]) == {"normal"}
+    assert health["wait_by_class"]["normal"]["count"] == starts > 0
+    assert 0.0 < health["prefix_hit_rate"] < 1.0
+    assert health["consumption_rate_per_s"] > 0
+    assert "## Scheduler health" in (run_dir / "report.md").read_text()
+
+
+def test_conductor_run_serves_live_health_metrics(tmp_path: Path) -> None:
+    port = _free_port()
+    overrides = [*TINY_RUN, "steps=2", f"task_ids=[{SPANS_TASK}]"]
+    args = ["run", str(DEFAULT_RUN_CONFIG), *overrides, "--out", str(tmp_path)]
+    pages: list[str] = []
+    done = threading.Event()
+
+    def scrape() -> None:  # the run installs signal handlers, so it keeps the main thread
+        while not done.is_set():
+            try:
+                url = f"http://127.0.0.1:{port}/metrics"
+                with urllib.request.urlopen(url, timeout=2) as reply:
+                    page = reply.read().decode()
+            except OSError:
+                time.sleep(0.02)
+                continue
+            if "conductor_generation_starts_total 0.0" not in page:
+                pages.append(page)
+                return
+            time.sleep(0.02)
+
+    scraper = threading.Thread(target=scrape)
+    scraper.start()
+    try:
+        result = CliRunner().invoke(app, [*args, "--metrics-port", str(port)])
+    finally:
+        done.set()
+        scraper.join(timeout=10)
+    assert result.exit_code == 0, result.output
+    assert pages, "no page with a started generation was scraped during the run"
+    scraped = pages[0]
+    starts = [line for line in scraped.splitlines() if line.startswith("conductor_generation_")]
+    assert starts and float(starts[0].split()[-1]) >= 1, scraped
+    assert 'conductor_wait_seconds_count{priority_class="normal"}' in scraped
+    with pytest.raises(OSError):  # the endpoint closed with the run
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2)
+
+
+def test_a_metrics_port_in_use_is_a_clear_error() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(RolloutError, match=f"--metrics-port {port}.*free port"):
+            RunHealth(starvation_bound_s=None, step_budget_s=None, metrics_port=port)
