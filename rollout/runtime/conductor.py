@@ -365,10 +365,13 @@ class Conductor:
                 take, short = ready, True
                 break
             self._group_ready.clear()
+            # Past the truncation point, re-plan on a short period: samples that start later
+            # (a late container, a retry) must be cut too.
+            replan_s = now + config.replan_interval_s
             wake_s = {
                 DeadlinePhase.BEFORE: deadline_s - config.truncate_margin_s,
-                DeadlinePhase.TRUNCATE: deadline_s,
-            }.get(phase)
+                DeadlinePhase.TRUNCATE: min(deadline_s, replan_s),
+            }.get(phase, replan_s)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(None if wake_s is None else max(0.0, wake_s - now)):
                     await self._group_ready.wait()

@@ -170,6 +170,15 @@ class DeadlineConfig(FrozenConfig):
         "so far; drop: leave them out of training as infra errors are (their group still "
         "completes).",
     )
+    replan_interval_s: float = Field(
+        default=1.0,
+        gt=0.0,
+        description=(
+            "Once the truncation window has begun, how often the step re-plans what to "
+            "truncate and cancel: samples of the chosen groups that start after the first plan "
+            "(a container that came late, a retry) are cut within this long (s)."
+        ),
+    )
     short_batch: Literal["wait", "proceed"] = Field(
         default="wait",
         description="A step that lacks B complete groups at its deadline: wait for them, or "
