@@ -89,6 +89,7 @@ class AgentLoop:
         self._engine_name: str | None = None
         self._computed_prefix = 0  # tokens whose KV the engine has computed for this sample
         self._truncation: str | None = None  # why the conductor ends it early (a deadline)
+        self._act_task: asyncio.Future[ActOutcome] | None = None  # the tool call running
         self._in_flight: GenerationTicket | None = None  # the generation now in the engine
         self._waiting_ticket = False
         self._reward = 0.0  # the env's reward after the latest action (a truncation keeps it)
@@ -153,14 +154,18 @@ class AgentLoop:
         """The ticket of the generation now in the engine, if any."""
         return self._in_flight
 
-    async def truncate(self, reason: str = "deadline") -> None:
+    async def truncate(self, reason: str = "deadline", *, cut_tool_call: bool = False) -> None:
         """End the episode at its current turn (`truncated`, `truncation_reason=reason`, the
         reward the env gave so far). A generation in flight is aborted and its partial output
-        kept as the last turn; a tool call runs to its end and no generation follows. A loop
-        waiting for a ticket must be handed one (any) by its host to notice. Idempotent."""
+        kept as the last turn; a tool call runs to its end and no generation follows, or, with
+        `cut_tool_call`, is cancelled (the turn keeps no observation). A loop waiting for a
+        ticket must be handed one (any) by its host to notice. Idempotent."""
         if self._truncation is not None:
             return
         self._truncation = reason
+        act = self._act_task
+        if cut_tool_call and act is not None and not act.done():
+            act.cancel()
         ticket = self._in_flight
         if ticket is not None:
             with contextlib.suppress(EngineError, OSError):
@@ -182,6 +187,9 @@ class AgentLoop:
                 GenerationFinished(sample_id, now_s=self._now(), context_tokens=self._record.length)
             )
             outcome = await self._act(turn)
+            if outcome is None:  # its tool call was cut by a truncation
+                self._record_turn(turn, ActOutcome())
+                return self._truncated()
             self._record_turn(turn, outcome)
             ending = self._ending(outcome)
             if ending is not None:
@@ -340,13 +348,24 @@ class AgentLoop:
         except OSError as exc:  # a client that leaks ConnectionResetError and the like
             raise EngineError(f"engine {name!r} failed on {request.rid}: {exc!r}") from exc
 
-    async def _act(self, turn: _TurnStats) -> ActOutcome:
-        """Run the turn's tool call, telling the KV manager how long the session will wait."""
+    async def _act(self, turn: _TurnStats) -> ActOutcome | None:
+        """Run the turn's tool call, telling the KV manager how long the session will wait;
+        None when a truncation cut the call (`truncate(cut_tool_call=True)`)."""
         ids = self._record.token_slice(turn.span.start, turn.span.end)
         tool = self._env.peek_tool(ids)
         await self._hint(KVHintKind.TOOL_WAIT, expected_s=self._host.expected_tool_s(tool))
         self._report(ActStarted(self._sample.sample_id, self._now()))
-        outcome = await self._env.act(ids, high=self._host.is_critical(self._group_id))
+        act = asyncio.ensure_future(self._env.act(ids, high=self._host.is_critical(self._group_id)))
+        self._act_task = act
+        try:
+            outcome = await act
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if self._truncation is None or (current is not None and current.cancelling()):
+                raise  # the loop itself is being cancelled
+            return None
+        finally:
+            self._act_task = None
         self._reward = outcome.reward
         self._host.tool_observed(outcome.tool_name or tool, outcome.act_s)
         if not outcome.done:

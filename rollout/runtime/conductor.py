@@ -424,7 +424,7 @@ class Conductor:
             if loop is None or loop.truncation_reason is not None:
                 continue  # (a retried attempt is a new loop: it is truncated too)
             truncated.add(sample_id)
-            await loop.truncate("deadline")
+            await loop.truncate("deadline", cut_tool_call=self._config.deadline.cut_tool_calls)
             if loop.waiting_for_generation:  # hand it a ticket so it notices, and ends
                 with contextlib.suppress(SchedulerError):
                     wake = GenerationTicket(sample_id, "", "", high=False, abort_requested=True)

@@ -170,6 +170,14 @@ class DeadlineConfig(FrozenConfig):
         "so far; drop: leave them out of training as infra errors are (their group still "
         "completes).",
     )
+    cut_tool_calls: bool = Field(
+        default=True,
+        description=(
+            "A truncated sample in a tool call has the call cancelled (the turn keeps no "
+            "observation, the reward so far); off: the call runs to its end first, so one long "
+            "test run can hold the step past its deadline."
+        ),
+    )
     replan_interval_s: float = Field(
         default=1.0,
         gt=0.0,

@@ -105,7 +105,12 @@ def test_drop_leaves_truncated_samples_out_of_training() -> None:
 
 def test_proceed_hands_over_fewer_groups_at_the_deadline_and_says_so() -> None:
     batches = run(
-        DeadlineConfig(step_budget_s=BUDGET_S, truncate_margin_s=0.5, short_batch="proceed")
+        DeadlineConfig(
+            step_budget_s=BUDGET_S,
+            truncate_margin_s=0.5,
+            short_batch="proceed",
+            cut_tool_calls=False,  # a tool call that runs on keeps a group out at the deadline
+        )
     )
     first = batches[0]
     assert first.deadline is not None
@@ -118,7 +123,9 @@ def test_proceed_hands_over_fewer_groups_at_the_deadline_and_says_so() -> None:
 
 
 def test_wait_waits_for_the_missing_groups_past_the_deadline() -> None:
-    batches = run(DeadlineConfig(step_budget_s=BUDGET_S, truncate_margin_s=0.5))
+    batches = run(
+        DeadlineConfig(step_budget_s=BUDGET_S, truncate_margin_s=0.5, cut_tool_calls=False)
+    )
     first = batches[0]
     assert first.deadline is not None and first.deadline.hit
     assert not first.deadline.short and len(first.groups) == 2
@@ -191,3 +198,12 @@ def test_a_sample_in_a_tool_call_ends_before_its_next_generation() -> None:
     assert last.obs_end > last.obs_start  # the tool ran to its end and its output is kept
     assert last.obs_end == len(trajectory.token_ids)
     assert len(trajectory.turns) == 1
+
+
+def test_cut_tool_calls_end_the_step_within_budget_with_aligned_trajectories() -> None:
+    """The same steps as the wait/proceed tests, with tool calls cut: no tail past the budget."""
+    batches = run(DeadlineConfig(step_budget_s=BUDGET_S, truncate_margin_s=0.5))
+    first = batches[0]
+    assert first.deadline is not None and first.deadline.hit and len(first.groups) == 2
+    assert first.ready_s - first.requested_s <= BUDGET_S
+    assert cut(first)
