@@ -934,8 +934,7 @@ class RolloutScheduler:
         level = entry.level
         if level is None:
             return
-        entry.level = None
-        entry.starve_token = -1
+        entry.level = None  # (its starvation node stays: a re-queue keeps its wait clock)
         key = (entry.klass, level)
         self._levels[key].remove(entry.queue_seq)
         by_engine = self._sticky[key]

@@ -119,6 +119,17 @@ def test_promoted_sample_starts_ahead_of_later_same_class_samples() -> None:
     assert started(free_slot(s, "busy", 6.0)) == ["old_low"]  # norm: exactly 5 s, not promoted
 
 
+def test_a_priority_change_while_waiting_keeps_the_starvation_clock() -> None:
+    """Found in a simulated mixed run: a re-queue on a priority change lost the promotion."""
+    s = scheduler(bound=10.0)
+    admit(s, "busy", N)
+    admit(s, "low", L, now=0.0)
+    assignment = PriorityAssignment(critical=frozenset({"g_low"}), ranks=MappingProxyType({}))
+    s.handle(PrioritiesChanged(assignment, now_s=2.0))  # `low` moves to a critical level
+    promoted = [d for d in admit(s, "probe", N, now=10.5) if isinstance(d, Promote)]
+    assert promoted == [Promote("low", L, N, 10.5)]
+
+
 def test_starvation_off_never_promotes() -> None:
     s = scheduler(bound=None)
     admit(s, "busy", N)
