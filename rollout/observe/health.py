@@ -39,7 +39,9 @@ class HealthTracker:
 
     starvation_bound_s: float | None = None  # waits above this count as starved; None = off
     _class: dict[str, PriorityClass] = field(default_factory=dict)
+    _current: dict[str, PriorityClass] = field(default_factory=dict)  # after promotions
     _ready_since: dict[str, float] = field(default_factory=dict)
+    _class_since: dict[str, float] = field(default_factory=dict)  # ready or last promoted
     waits: dict[PriorityClass, list[float]] = field(default_factory=dict)
     promotions: int = 0
     starved_waits: int = 0
@@ -59,32 +61,49 @@ class HealthTracker:
         self.last_s = max(self.last_s, now_s)
 
     def observe(self, event: object, decisions: Sequence[object] = ()) -> None:
-        """Feed one scheduler event and the decisions it produced."""
+        """Feed one scheduler event and the decisions it produced.
+
+        A wait counts under the class its sample's source gave it, even when starvation
+        promotion raised it meanwhile. A wait is *starved* when it outlasted the bound at one
+        class below `urgent` (since it became ready or since its last promotion): the
+        promotion that should have come did not.
+        """
         now_s = float(getattr(event, "now_s", self.last_s))
         self._tick(now_s)
         if isinstance(event, SampleAdmitted):
             self._class[event.sample_id] = event.priority_class
-            self._ready_since[event.sample_id] = now_s
+            self._current[event.sample_id] = event.priority_class
+            self._ready(event.sample_id, now_s)
         elif isinstance(event, ActFinished) and event.episode_done:
             self.finished += 1  # a finished sample arrives for the trainer
             self._ready_since.pop(event.sample_id, None)
         elif isinstance(event, ActFinished | GenerationAborted):
-            self._ready_since[event.sample_id] = now_s
+            self._ready(event.sample_id, now_s)
         elif isinstance(event, SampleFinished):
             self._ready_since.pop(event.sample_id, None)
         for decision in decisions:
             if isinstance(decision, StartGeneration):
-                since = self._ready_since.pop(decision.sample_id, None)
-                if since is None:
-                    continue
-                wait = max(0.0, now_s - since)
-                cls = self._class.get(decision.sample_id, PriorityClass.NORMAL)
-                self.waits.setdefault(cls, []).append(wait)
-                if self.starvation_bound_s is not None and wait > self.starvation_bound_s:
-                    self.starved_waits += 1
+                self._started(decision.sample_id, now_s)
             elif isinstance(decision, Promote):
                 self.promotions += 1
-                self._class[decision.sample_id] = decision.to_class
+                self._current[decision.sample_id] = decision.to_class
+                self._class_since[decision.sample_id] = now_s
+
+    def _ready(self, sample_id: str, now_s: float) -> None:
+        self._ready_since[sample_id] = now_s
+        self._class_since[sample_id] = now_s
+
+    def _started(self, sample_id: str, now_s: float) -> None:
+        since = self._ready_since.pop(sample_id, None)
+        if since is None:
+            return
+        cls = self._class.get(sample_id, PriorityClass.NORMAL)
+        self.waits.setdefault(cls, []).append(max(0.0, now_s - since))
+        at_class_s = now_s - self._class_since.pop(sample_id, since)
+        current = self._current.get(sample_id, cls)
+        bound = self.starvation_bound_s
+        if bound is not None and current is not PriorityClass.URGENT and at_class_s > bound:
+            self.starved_waits += 1
 
     def batch(self, requested_s: float, ready_s: float, deadline_s: float | None = None) -> None:
         """One trainer step: blocked time `ready_s - requested_s`; a miss if after `deadline_s`."""

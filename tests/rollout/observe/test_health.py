@@ -64,3 +64,15 @@ def test_deadline_blocked_rates_and_prefix() -> None:
 def test_percentile_nearest_rank() -> None:
     assert percentile([], 99) == 0.0
     assert percentile([float(i) for i in range(1, 101)], 99) == 99.0
+
+
+def test_a_wait_cut_by_promotions_is_not_starved_and_counts_under_its_source_class() -> None:
+    low, normal = PriorityClass.LOW, PriorityClass.NORMAL
+    h = HealthTracker(starvation_bound_s=1.5)
+    h.observe(SampleAdmitted("a", "g", now_s=0.0, priority_class=low))
+    h.observe(ActFinished("z", now_s=1.0), [Promote("a", low, normal, 1.0)])
+    h.observe(ActFinished("z", now_s=2.0), [_start("a")])  # 3 s in all, 1 s at each class
+    summary = h.summary()
+    assert summary["starved_requests"] == 0 and summary["promotions"] == 1
+    waits = summary["wait_by_class"]
+    assert isinstance(waits, dict) and set(waits) == {"low"} and waits["low"]["count"] == 1
