@@ -71,7 +71,7 @@ def test_a_wait_cut_by_promotions_is_not_starved_and_counts_under_its_source_cla
     h = HealthTracker(starvation_bound_s=1.5)
     h.observe(SampleAdmitted("a", "g", now_s=0.0, priority_class=low))
     h.observe(ActFinished("z", now_s=1.0), [Promote("a", low, normal, 1.0)])
-    h.observe(ActFinished("z", now_s=2.0), [_start("a")])  # 3 s in all, 1 s at each class
+    h.observe(ActFinished("z", now_s=2.0), [_start("a")])  # 2 s in all, 1 s at each class
     summary = h.summary()
     assert summary["starved_requests"] == 0 and summary["promotions"] == 1
     waits = summary["wait_by_class"]
