@@ -33,4 +33,4 @@ def serve_agent_api(
     """SWE rollouts played by your own OpenAI-SDK agent, with exact token-level trajectories:
     the conductor serves each sample's chat completions and schedules them like its own."""
     extra = [*(overrides or []), f"agent_api.agent={agent}"]
-    run(config, extra, out=out, report=report, resume=None)
+    run(config, extra, out=out, report=report, resume=None, metrics_port=0)

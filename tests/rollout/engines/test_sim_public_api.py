@@ -19,7 +19,8 @@ SIM_API = {
     "step_time_s",
 }  # fmt: skip
 WORKLOAD_API = {
-    "SUBMIT_TOOL", "LengthSpec", "SampleScript", "ScriptBook", "ScriptedTokenModel", "SimEnv",
+    "SUBMIT_TOOL", "LengthSpec", "RoutedTokenModel", "SampleScript", "ScriptBook",
+    "ScriptedTokenModel", "SimEnv",
     "StepResult", "SyntheticWorkload", "TokenCorpus", "ToolSpec", "TurnScript", "WorkloadConfig",
     "draw_group", "session_id_of",
 }  # fmt: skip

@@ -54,7 +54,7 @@ def test_a_simulated_run_writes_health_figures_that_agree_with_its_records(
 
 def test_conductor_run_serves_live_health_metrics(tmp_path: Path) -> None:
     port = _free_port()
-    overrides = [*TINY_RUN, "steps=2", f"task_ids=[{SPANS_TASK}]"]
+    overrides = [*TINY_RUN, "steps=1", f"task_ids=[{SPANS_TASK}]"]
     args = ["run", str(DEFAULT_RUN_CONFIG), *overrides, "--out", str(tmp_path)]
     pages: list[str] = []
     done = threading.Event()
