@@ -37,31 +37,38 @@ class RunHealth:
                 raise RolloutError(f"{exc}; choose a free port or 0 (off)") from exc
         self.tracker = tracker
         self._step_budget_s = step_budget_s
+        self._conductor: Conductor | None = None
 
     def attach(self, conductor: Conductor) -> None:
         """Observe every scheduler event and the decisions it produced."""
         sink = self._exporter if self._exporter is not None else self.tracker
         conductor.observe_scheduler(sink.observe)
+        self._conductor = conductor
 
     def on_batch(self, batch: Batch) -> None:
         """A trainer step: blocked time, deadline miss, consumed samples."""
         deadline_s = None
         if self._step_budget_s is not None:
             deadline_s = batch.requested_s + self._step_budget_s
+        if self._conductor is not None:  # the live prefix hit rate, as of this step
+            self._take_engine_tokens(self._conductor)
         sink = self._exporter if self._exporter is not None else self.tracker
         sink.batch(batch.requested_s, batch.ready_s, deadline_s)
         self.tracker.consumed(sum(len(group) for group in batch.groups), batch.ready_s)
 
     def finish(self, conductor: Conductor, run_dir: Path | None) -> dict[str, object]:
         """Take the engines' prompt-cache counters and write `health.json` (if a run dir)."""
-        counters = conductor.engine_counters.values()
-        self.tracker.engine_tokens(
-            sum(c.prompt_tokens for c in counters), sum(c.cached_tokens for c in counters)
-        )
+        self._take_engine_tokens(conductor)
         summary = self.tracker.summary()
         if run_dir is not None:
             (run_dir / HEALTH_FILE).write_text(json.dumps(summary, indent=2) + "\n", "utf-8")
         return summary
+
+    def _take_engine_tokens(self, conductor: Conductor) -> None:
+        counters = conductor.engine_counters.values()
+        self.tracker.engine_tokens(
+            sum(c.prompt_tokens for c in counters), sum(c.cached_tokens for c in counters)
+        )
 
     def close(self) -> None:
         if self._exporter is not None:

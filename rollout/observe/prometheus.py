@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,6 +16,8 @@ from rollout.core.scheduler_events import Promote, StartGeneration
 from rollout.observe.health import HealthTracker
 
 __all__ = ["HealthExporter"]
+
+REFRESH_INTERVAL_S = 1.0  # gauges from the summary at most this often between steps (s)
 
 
 class HealthExporter:
@@ -52,6 +55,7 @@ class HealthExporter:
             )
         }
         self._server: Any = None
+        self._refreshed_at = -REFRESH_INTERVAL_S
 
     def serve(self, port: int, addr: str = "127.0.0.1") -> None:
         """Serve /metrics on `port`; raises `RuntimeError` with a clear message if it is taken."""
@@ -69,6 +73,7 @@ class HealthExporter:
         self._server = None
 
     def _refresh(self) -> None:
+        self._refreshed_at = time.monotonic()
         s = self.tracker.summary()
         for key, gauge in self._gauges.items():
             value = s[key]
@@ -87,7 +92,9 @@ class HealthExporter:
                 self._starts.inc()
             elif isinstance(d, Promote):
                 self._promotions.inc()
-        self._refresh()
+        now = time.monotonic()
+        if now - self._refreshed_at >= REFRESH_INTERVAL_S:  # the summary sorts every wait
+            self._refresh()
 
     def batch(self, requested_s: float, ready_s: float, deadline_s: float | None = None) -> None:
         """One trainer step (see `HealthTracker.batch`)."""
