@@ -76,11 +76,11 @@ class HealthTracker:
             self._ready(event.sample_id, now_s)
         elif isinstance(event, ActFinished) and event.episode_done:
             self.finished += 1  # a finished sample arrives for the trainer
-            self._ready_since.pop(event.sample_id, None)
+            self._forget(event.sample_id)
         elif isinstance(event, ActFinished | GenerationAborted):
             self._ready(event.sample_id, now_s)
         elif isinstance(event, SampleFinished):
-            self._ready_since.pop(event.sample_id, None)
+            self._forget(event.sample_id)
         for decision in decisions:
             if isinstance(decision, StartGeneration):
                 self._started(decision.sample_id, now_s)
@@ -88,6 +88,11 @@ class HealthTracker:
                 self.promotions += 1
                 self._current[decision.sample_id] = decision.to_class
                 self._class_since[decision.sample_id] = now_s
+
+    def _forget(self, sample_id: str) -> None:
+        """A finished sample waits no more: drop its per-sample state (long runs stay small)."""
+        for per_sample in (self._class, self._current, self._ready_since, self._class_since):
+            per_sample.pop(sample_id, None)
 
     def _ready(self, sample_id: str, now_s: float) -> None:
         self._ready_since[sample_id] = now_s
