@@ -190,8 +190,13 @@ class Engine(Protocol):
         """Accept work again after `pause`."""
         ...
 
-    async def update_weights(self, version: int) -> None:
-        """Install policy `version`; tokens generated afterwards carry it."""
+    async def update_weights(self, version: int, *, flush_cache: bool = True) -> None:
+        """Install policy `version`; tokens generated afterwards carry it.
+
+        `flush_cache=False` keeps the prefix cache (the caller keeps versions apart with
+        request cache namespaces); an engine built with `flush_cache_on_weight_update: false`
+        never flushes on an update.
+        """
         ...
 
     def stats(self) -> EngineStats:

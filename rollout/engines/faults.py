@@ -84,8 +84,8 @@ class FaultyEngine:
     async def resume(self) -> None:
         await self._inner.resume()
 
-    async def update_weights(self, version: int) -> None:
-        await self._inner.update_weights(version)
+    async def update_weights(self, version: int, *, flush_cache: bool = True) -> None:
+        await self._inner.update_weights(version, flush_cache=flush_cache)
 
     def stats(self) -> EngineStats:
         return self._inner.stats()

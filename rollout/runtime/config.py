@@ -233,15 +233,17 @@ class ConductorConfig(FrozenConfig):
         description="How prefix-cache KV of a retired policy version is kept from a newer one: "
         "'flush' = the engines flush their cache on each weight update (today's behaviour); "
         "'namespace' = every request carries the cache namespace 'v<policy version>' (SGLang's "
-        "extra_key), so prefixes are only shared within one version and nothing is flushed "
-        "(build the engines with flush_cache_on_weight_update: false).",
+        "extra_key), so prefixes are only shared within one version, and the conductor asks "
+        "the engines not to flush on an update (the retired versions' entries are never hit "
+        "again and, unused, are the first an LRU cache evicts).",
     )
     retired_requests: Literal["resume", "cancel"] = Field(
         default="resume",
         description="What a weight update does to samples that have tokens of the retired "
         "version: 'resume' = they continue under the new one (partial rollout, per-token "
-        "versions; today's behaviour); 'cancel' = their group is cancelled and re-run from "
-        "scratch, so every trained sample has one policy version.",
+        "versions; today's behaviour); 'cancel' = a group not yet complete that holds tokens "
+        "of the retired version is re-run from scratch as a whole (its finished samples are "
+        "discarded), so every trained group has one policy version across all its samples.",
     )
 
 

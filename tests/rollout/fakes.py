@@ -175,8 +175,8 @@ class FlakyEngine:
     async def resume(self) -> None:
         await self.inner.resume()
 
-    async def update_weights(self, version: int) -> None:
-        await self.inner.update_weights(version)
+    async def update_weights(self, version: int, *, flush_cache: bool = True) -> None:
+        await self.inner.update_weights(version, flush_cache=flush_cache)
 
     def stats(self) -> EngineStats:
         return self.inner.stats()

@@ -265,8 +265,9 @@ class SGLangEngine:
         await self._each_endpoint("/continue_generation", {})
         self._aborting_pause = False
 
-    async def update_weights(self, version: int) -> None:
-        """Load the weights staged for `version` (if any), tag every server with it, flush."""
+    async def update_weights(self, version: int, *, flush_cache: bool = True) -> None:
+        """Load the weights staged for `version` (if any), tag every server with it, flush
+        (unless `flush_cache` is False or the config turns flushing off)."""
         self._check_started()
         load = self._staged.pop(version, None)
         if load is not None:
@@ -279,7 +280,8 @@ class SGLangEngine:
             timeout_s=self._config.weight_update_timeout_s,
         )
         self._version = version
-        if self._config.flush_cache_on_weight_update and self._config.pause_mode != "in_place":
+        flush = flush_cache and self._config.flush_cache_on_weight_update
+        if flush and self._config.pause_mode != "in_place":
             await self.flush_cache()
 
     def stats(self) -> EngineStats:

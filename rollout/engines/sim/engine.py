@@ -189,13 +189,15 @@ class SimEngine:
         self._thawed.set()
         self._resumed.set()
 
-    async def update_weights(self, version: int) -> None:
+    async def update_weights(self, version: int, *, flush_cache: bool = True) -> None:
+        """Install `version` (after `weight_update_s`); flush the prefix cache if both
+        `flush_cache` and the config's `flush_cache_on_weight_update` say so."""
         if self._config.weight_update_s > 0:
             await asyncio.sleep(self._config.weight_update_s)
         for sim in self._batch.live.values():  # kept through an in-place or retract pause
             sim.note_version_change(self._batch.weight_version)
         self._batch.weight_version = version
-        if self._config.flush_cache_on_weight_update:
+        if flush_cache and self._config.flush_cache_on_weight_update:
             self._kv.flush()
 
     def flush_cache(self) -> bool:

@@ -84,6 +84,43 @@ def test_flush_mode_still_flushes_on_a_weight_update() -> None:
     assert run_virtual(main()) == (960, 0)
 
 
+def test_an_update_told_not_to_flush_keeps_the_cache_of_an_engine_built_to_flush() -> None:
+    engine = make_engine(FixedTokens(default=2))  # flush_cache_on_weight_update: true
+    ids = prompt(0, 1000)
+
+    async def main() -> tuple[int, int, int]:
+        await engine.generate(request("a", ids, "v0"))
+        await engine.update_weights(1, flush_cache=False)
+        kept = await engine.generate(request("b", ids, "v0"))
+        other = await engine.generate(request("c", ids, "v1"))
+        await engine.update_weights(2)  # the default still flushes
+        flushed = await engine.generate(request("d", ids, "v0"))
+        return kept.cached_tokens, other.cached_tokens, flushed.cached_tokens
+
+    assert run_virtual(main()) == (960, 0, 0)
+
+
+def test_a_retired_versions_entries_are_evicted_before_the_live_versions() -> None:
+    # Room for about two 1000-token prompts: two v0 prompts cached, then two v1 prompts
+    # (nothing touches v0 after the update, so LRU takes v0 first).
+    engine = make_engine(FixedTokens(default=2), capacity_tokens=2304)
+    first, second, third, fourth = (prompt(start, 1000) for start in (0, 5000, 10000, 15000))
+
+    async def main() -> tuple[int, int, int]:
+        await engine.generate(request("a", first, "v0"))
+        await engine.generate(request("b", second, "v0"))
+        await engine.update_weights(1, flush_cache=False)
+        await engine.generate(request("c", third, "v1"))
+        await engine.generate(request("d", fourth, "v1"))
+        live = await engine.generate(request("e", third, "v1"))
+        retired = await engine.generate(request("f", first, "v0"))
+        older = await engine.generate(request("g", second, "v0"))
+        return live.cached_tokens, retired.cached_tokens, older.cached_tokens
+
+    live, retired, older = run_virtual(main())
+    assert live == 960 and retired == 0 and older == 0
+
+
 def test_an_aborted_namespaced_request_resumes_from_its_own_cache() -> None:
     engine = make_engine(FixedTokens(default=4000), flush_cache_on_weight_update=False)
     ids = prompt(0, 1000)
@@ -148,6 +185,20 @@ async def test_extra_key_namespaces_the_sim_servers_cache_over_http() -> None:
             await engine.aclose()
     assert warm.cached_tokens > 0 and other.cached_tokens == 0
     assert again.cached_tokens == warm.cached_tokens
+
+
+async def test_the_client_skips_the_flush_when_an_update_says_so() -> None:
+    async with sim_server() as server:
+        engine = await SGLangEngine.connect(config_for(server.url), encode=TOKENIZER.encode)
+        try:
+            await engine.generate(http_request("u-a", "v0"))
+            await engine.update_weights(1, flush_cache=False)
+            kept = await engine.generate(http_request("u-b", "v0"))
+            await engine.update_weights(2)
+            flushed = await engine.generate(http_request("u-c", "v0"))
+        finally:
+            await engine.aclose()
+    assert kept.cached_tokens > 0 and flushed.cached_tokens == 0
 
 
 async def test_cache_salt_namespaces_a_raw_generate_and_a_bad_key_is_a_400() -> None:
@@ -247,3 +298,51 @@ def test_namespace_mode_tags_each_request_with_the_policy_version() -> None:
 
     run_virtual(main())
     assert {"v0", "v1", "v2"} <= set(namespaces) and "" not in namespaces
+
+
+def test_namespace_mode_keeps_each_versions_cache_and_never_hits_across_versions() -> None:
+    from dataclasses import replace
+
+    from rollout.runtime.config import ConductorConfig
+    from tests.rollout.fakes import build_rollout, train
+
+    seen: dict[str, set[tuple[int, ...]]] = {}  # namespace -> first pages requested so far
+    hits: list[tuple[bool, bool, int]] = []  # (seen in its namespace, in another, cached)
+    first: list[GenerateRequest] = []
+
+    async def main() -> tuple[int, int]:
+        rollout = build_rollout(  # the engine is built to flush (the default config)
+            async_factor=3,
+            engine_overrides=("max_running_requests=2",),
+            conductor_config=ConductorConfig.model_validate({"version_isolation": "namespace"}),
+        )
+        generate = rollout.engine.generate
+
+        async def spy(request: GenerateRequest) -> Any:
+            page, namespace = tuple(request.input_ids[:64]), request.cache_namespace
+            own = page in seen.get(namespace, set())
+            other = any(page in pages for ns, pages in seen.items() if ns != namespace)
+            seen.setdefault(namespace, set()).add(page)
+            first.append(request)
+            result = await generate(request)
+            hits.append((own, other, result.cached_tokens))
+            return result
+
+        rollout.engine.generate = spy  # type: ignore[method-assign]
+        async with rollout.conductor:
+            await train(rollout, 3)
+        version = rollout.conductor.policy_version
+        again = await rollout.sim_engine.generate(replace(first[0], rid="again-v0"))
+        moved = replace(first[0], rid="again-new", cache_namespace=f"v{version}")
+        other = await rollout.sim_engine.generate(moved)
+        await rollout.engine.aclose()
+        return again.cached_tokens, other.cached_tokens
+
+    again, other = run_virtual(main())
+    # Three updates did not flush: v0's first prompt still hits under v0, never under v3.
+    assert first[0].cache_namespace == "v0" and again > 0 and other == 0
+    # A hit only ever comes from a prefix first requested in the request's own namespace; a
+    # context carried over from another version (a sample resumed after an update) starts cold.
+    assert all(own for own, _, cached in hits if cached > 0)
+    carried = [cached for own, other_ns, cached in hits if other_ns and not own]
+    assert carried and all(cached == 0 for cached in carried)
