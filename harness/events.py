@@ -1,8 +1,10 @@
 """Step events: every phase of every action as a timestamped record, and a small bus to share them.
 
 Phases follow DESIGN.md §2: `env_init`, `pre_gen`, `gen`, `pre_act`, `act`, `reward`, plus
-`preempt`, `interrupt`, `offload`, `prefetch` and `infra_error`. Producers (env pool, envs, agent
-loop, engines, KV manager) emit; metrics, the scheduler, the KV manager and trajectories subscribe.
+`preempt`, `interrupt`, `offload`, `prefetch`, `truncate` (an instant: the conductor ended the
+sample early, e.g. at a step deadline; `data.reason` says why) and `infra_error`. Producers (env
+pool, envs, agent loop, engines, KV manager) emit; metrics, the scheduler, the KV manager and
+trajectories subscribe.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class Phase(StrEnum):
     INTERRUPT = "interrupt"
     OFFLOAD = "offload"
     PREFETCH = "prefetch"
+    TRUNCATE = "truncate"
     INFRA_ERROR = "infra_error"
 
 

@@ -50,7 +50,8 @@ def replay(
     except RolloutError as exc:  # the scheduler refused a recorded event
         fail(f"{path}: replaying raised {type(exc).__name__}: {exc}")
     if result.identical:
-        console.print(f"{result.events} events, {result.decisions} decisions: identical")
+        notes = f" ({result.notes} conductor decisions, not replayed)" if result.notes else ""
+        console.print(f"{result.events} events, {result.decisions} decisions: identical{notes}")
         return
     console.print(
         f"[bold red]differs[/] at {path}:{result.line} (after {result.events} events)\n"

@@ -13,7 +13,13 @@ for the batch). Three moments matter::
 *Truncate* ends a live sample at its current turn (its partial output kept, reward so far).
 *Cancel* aborts a generation that belongs to a group this step will not take, so the engine
 spends its batch on the stragglers; the sample resumes later from its partial output (a
-cancelled request is never lost).
+cancelled request is never lost); while a chosen group still has samples to start (which may
+need the engine before the next plan truncates them), it is *held*: it resumes when the step
+is handed over or the hold lifts, not at once on a free slot (`DeadlinePlan.hold`).
+
+Each generation request issued while a step is waiting under a budget carries a deadline of
+its own (`request_deadline`): the moment past which it can no longer help the step, which the
+engine enforces by aborting it there (partial output kept, as for any abort).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ __all__ = [
     "deadline_phase",
     "plan_truncation",
     "proceeds_short",
+    "request_deadline",
 ]
 
 
@@ -49,6 +56,21 @@ def deadline_phase(now_s: float, deadline_s: float, margin_s: float) -> Deadline
     if now_s >= deadline_s - margin_s:
         return DeadlinePhase.TRUNCATE
     return DeadlinePhase.BEFORE
+
+
+def request_deadline(now_s: float, deadline_s: float | None, margin_s: float) -> float | None:
+    """The absolute deadline of a generation request issued at `now_s` while a step due at
+    `deadline_s` (None: no step waits under a budget) truncates `margin_s` earlier.
+
+    Before the truncation point: the truncation point (there the step truncates or cancels
+    whatever still generates, so a longer request cannot help it). Within the truncation
+    window: the step's deadline (a late start must not run past it). Past the deadline: none
+    (a `wait` step now needs every token of its missing groups; cutting them helps nothing).
+    """
+    if deadline_s is None or now_s >= deadline_s:
+        return None
+    truncate_at_s = deadline_s - margin_s
+    return truncate_at_s if now_s < truncate_at_s else deadline_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,11 +101,14 @@ class DeadlinePlan:
     """What to do now: the sample ids to truncate and the generations to cancel, by sample id.
 
     `chosen` are the groups whose stragglers are truncated (the ones that complete the batch).
+    `hold`: a chosen group has samples not started yet; they may generate before the next
+    plan truncates them, so cancelled generations wait instead of competing with them.
     """
 
     truncate: tuple[str, ...] = ()
     cancel: tuple[str, ...] = ()
     chosen: tuple[str, ...] = ()
+    hold: bool = False
 
 
 def plan_truncation(groups: Sequence[GroupProgress], needed: int) -> DeadlinePlan:
@@ -102,6 +127,7 @@ def plan_truncation(groups: Sequence[GroupProgress], needed: int) -> DeadlinePla
         truncate=tuple(sample for group in chosen for sample in group.running),
         cancel=tuple(sorted(sample for group in others for sample in group.generating)),
         chosen=tuple(group.group_id for group in chosen),
+        hold=any(group.unstarted for group in chosen),
     )
 
 

@@ -16,6 +16,17 @@ Records, one per line::
 `type` and `fields` are the decision itself (all that replay compares); the other keys annotate
 it for a reader (the request id, the sample's class, its priority, the policy version).
 
+The conductor's own decisions, which no scheduler event leads to, are *notes* (`note`), one
+record each, with `"by": "conductor"` and a kind from `CONDUCTOR_KINDS`::
+
+    {"seq": 7, "t": 0.0, "kind": "admit", "by": "conductor", "fields": {"group_id": "g0", ...}}
+    {"seq": 90, "t": 3.0, "kind": "truncate", "by": "conductor",
+     "fields": {"sample_id": "g0/1", "reason": "deadline"}}
+    {"seq": 91, "t": 3.0, "kind": "cancel", "by": "conductor",
+     "fields": {"sample_id": "g3/0", "rid": "…", "held": true, "reason": "deadline: …"}}
+
+Replay counts notes and skips them (they do not come from the scheduler).
+
 The codec is generic over the dataclass fields of the `SchedulerEvent` and `Decision` unions:
 a new event or decision type, or a new field, is recorded without changes here. Enums are
 written as their value, frozensets as sorted lists, mappings as objects. Pure: no I/O.
@@ -38,6 +49,7 @@ from rollout.core.scheduler_events import Decision, SampleAdmitted, SchedulerEve
 from rollout.errors import RolloutError
 
 __all__ = [
+    "CONDUCTOR_KINDS",
     "DECISION_TYPES",
     "EVENT_TYPES",
     "FORMAT",
@@ -61,6 +73,10 @@ DECISION_TYPES: Mapping[str, type[Any]] = types.MappingProxyType(
 )
 
 _KINDS = {"StartGeneration": "start", "Preempt": "preempt", "PriorityChanged": "priority"}
+
+CONDUCTOR_KINDS = frozenset({"admit", "truncate", "cancel"})
+"""Kinds of the conductor's own decisions (`DecisionLog.note`): a group admitted, a sample
+truncated at a step deadline, a generation cancelled because it cannot help the step."""
 
 
 class DecisionLogError(RolloutError, ValueError):
@@ -193,6 +209,7 @@ class DecisionLog:
         self._high: dict[str, bool] = {}  # sample -> its latest priority
         self.events = 0
         self.decisions = 0
+        self.notes = 0
 
     def begin(self, config: SchedulerConfig) -> None:
         self._emit({"kind": "header", "format": FORMAT, "scheduler_config": config.model_dump()})
@@ -238,6 +255,15 @@ class DecisionLog:
             }
         )
 
+    def note(self, kind: str, now_s: float, **fields: Any) -> None:
+        """Record one of the conductor's own decisions (a kind of `CONDUCTOR_KINDS`)."""
+        if kind not in CONDUCTOR_KINDS:
+            raise DecisionLogError(
+                f"unknown conductor decision {kind!r}; known: {sorted(CONDUCTOR_KINDS)}"
+            )
+        self.notes += 1
+        self._emit({"t": now_s, "kind": kind, "by": "conductor", "fields": _encode(fields)})
+
     def _emit(self, record: dict[str, Any]) -> None:
         self._write({"seq": self._seq, **record})
         self._seq += 1
@@ -255,6 +281,7 @@ class ReplayResult:
     line: int | None = None  # 1-based line of the first differing record
     expected: str | None = None
     got: str | None = None
+    notes: int = 0  # the conductor's own decisions (skipped: no scheduler made them)
 
     @property
     def identical(self) -> bool:
@@ -284,12 +311,21 @@ def replay_decisions(records: Iterable[tuple[int, Mapping[str, Any]]]) -> Replay
     scheduler = RolloutScheduler(config)
     pending: list[Mapping[str, Any]] = []  # decisions the last event produced, not yet matched
     event_line = line
-    events = decisions = 0
+    events = decisions = notes = 0
     for line, record in iterator:
+        if record.get("by") == "conductor":
+            if record.get("kind") not in CONDUCTOR_KINDS:
+                raise DecisionLogError(
+                    f"line {line}: unknown conductor decision {record.get('kind')!r}"
+                )
+            notes += 1
+            continue
         try:
             if record.get("kind") == "event":
                 if pending:
-                    return ReplayResult(events, decisions, line, "(no decision)", _show(pending[0]))
+                    return ReplayResult(
+                        events, decisions, line, "(no decision)", _show(pending[0]), notes
+                    )
                 event = decode_record(record)
                 events += 1
                 event_line = line
@@ -305,9 +341,14 @@ def replay_decisions(records: Iterable[tuple[int, Mapping[str, Any]]]) -> Replay
         got = pending.pop(0) if pending else None
         expected = {"type": record.get("type"), "fields": record.get("fields")}
         if got != expected:
-            return ReplayResult(events, decisions, line, _show(expected), _show(got))
+            return ReplayResult(events, decisions, line, _show(expected), _show(got), notes)
     if pending:
         return ReplayResult(
-            events, decisions, event_line, "(no more decisions after this event)", _show(pending[0])
+            events,
+            decisions,
+            event_line,
+            "(no more decisions after this event)",
+            _show(pending[0]),
+            notes,
         )
-    return ReplayResult(events, decisions)
+    return ReplayResult(events, decisions, notes=notes)

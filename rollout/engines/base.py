@@ -93,6 +93,10 @@ class GenerateRequest:
     `cache_namespace` partitions the prefix cache (SGLang's `extra_key`): a request reuses
     only KV cached by requests of the same namespace. '' is the shared namespace (no key);
     the conductor sets 'v<policy version>' under `version_isolation: namespace`.
+
+    `deadline_s`: when the request can no longer help the training step that waits for it,
+    on the event loop's clock (`loop.time()`, which the conductor's clock reads); the engine
+    aborts it then (partial output, `ABORT`, as for `abort(rid)`). None: no deadline.
     """
 
     rid: str
@@ -102,6 +106,7 @@ class GenerateRequest:
     priority: int = 0
     kv_hints: tuple[KVHint, ...] = ()
     cache_namespace: str = ""
+    deadline_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

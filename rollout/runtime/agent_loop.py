@@ -93,6 +93,8 @@ class AgentLoop:
         self._in_flight: GenerationTicket | None = None  # the generation now in the engine
         self._waiting_ticket = False
         self._reward = 0.0  # the env's reward after the latest action (a truncation keeps it)
+        self._deadline_s: float | None = None  # the deadline of the latest request sent
+        self._cut = asyncio.Event()  # set by `truncate` (ends a hold)
 
     async def run(self) -> Trajectory:
         """Run the episode; returns its trajectory (with `infra_error` if the attempt failed)."""
@@ -163,6 +165,12 @@ class AgentLoop:
         if self._truncation is not None:
             return
         self._truncation = reason
+        self._cut.set()
+        during = self._doing()
+        data = {"reason": reason, "during": during, "turns": len(self._record.turns)}
+        if during == "act":
+            data["cut_tool_call"] = cut_tool_call
+        self._emit(Phase.TRUNCATE, self._now(), data)
         act = self._act_task
         if cut_tool_call and act is not None and not act.done():
             act.cancel()
@@ -170,6 +178,14 @@ class AgentLoop:
         if ticket is not None:
             with contextlib.suppress(EngineError, OSError):
                 await self._host.engine(ticket.engine).abort(ticket.rid)
+
+    def _doing(self) -> str:
+        """What the loop is doing now: gen, act, pre_gen (waiting for a slot) or other."""
+        if self._in_flight is not None:
+            return "gen"
+        if self._act_task is not None:
+            return "act"
+        return "pre_gen" if self._waiting_ticket else "other"
 
     # -- the episode -----------------------------------------------------------------------
 
@@ -272,14 +288,41 @@ class AgentLoop:
                 turn.span = self._record.end_turn()
                 return turn
             partial = len(result.output_ids)
+            if not ticket.abort_requested and self._deadline_passed(ended_s):
+                ticket.abort_requested = True  # the engine enforced the request's deadline
+                ticket.abort_reason = "deadline: request deadline passed"
             if ticket.abort_requested:
                 turn.preemptions += 1
                 phase, why = Phase.PREEMPT, {"reason": ticket.abort_reason}
             else:
                 turn.interruptions += 1
                 phase, why = Phase.INTERRUPT, {"reason": "engine paused (weight update)"}
-            self._emit(phase, ended_s, {"partial_tokens": partial, **why}, end_s=ended_s)
-            self._report(GenerationAborted(self._sample.sample_id, partial, ended_s))
+            held = ticket.hold is not None and not ticket.hold.is_set()
+            data = {"partial_tokens": partial, **why, **({"held": True} if held else {})}
+            self._emit(phase, ended_s, data, end_s=ended_s)
+            if held and ticket.hold is not None:
+                await self._held(ticket.hold)
+                turn.pre_gen_s += self._now() - ended_s
+                self._emit(Phase.PRE_GEN, ended_s, {"engine": ticket.engine, "held": True})
+                if self._truncation is not None:  # its group was chosen after all: cut here
+                    turn.finish_reason = result.finish_reason
+                    turn.span = self._record.end_turn()
+                    return turn
+            self._report(GenerationAborted(self._sample.sample_id, partial, self._now()))
+
+    def _deadline_passed(self, now_s: float) -> bool:
+        deadline_s = self._deadline_s
+        return deadline_s is not None and now_s >= deadline_s
+
+    async def _held(self, hold: asyncio.Event) -> None:
+        """Wait until `hold` lifts or the loop is truncated (a cancelled generation that cannot
+        help this step waits here, its slot kept, instead of starting again at once)."""
+        waits = [asyncio.ensure_future(hold.wait()), asyncio.ensure_future(self._cut.wait())]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
 
     async def _generate(self, ticket: GenerationTicket) -> GenerateResult:
         """One `generate` call that resumes the open turn from prompt + partial output."""
@@ -310,7 +353,10 @@ class AgentLoop:
             ),
             # 'v<policy version>' under version_isolation: namespace (a host without one: shared)
             cache_namespace=getattr(self._host, "cache_namespace", ""),
+            # when it can no longer help the step waiting under a budget (a host without: none)
+            deadline_s=getattr(self._host, "request_deadline_s", None),
         )
+        self._deadline_s = request.deadline_s
         self._engine_name = ticket.engine
         self._in_flight = ticket
         try:

@@ -43,6 +43,7 @@ from rollout.core.deadline import (
     deadline_phase,
     plan_truncation,
     proceeds_short,
+    request_deadline,
 )
 from rollout.core.decision_log import DecisionLog
 from rollout.core.predictors import LengthPredictor, build_predictor
@@ -176,6 +177,9 @@ class Conductor:
         self._timeseries: TimeseriesSampler | None = None
         self._completed_s: dict[str, float] = {}  # group -> when it became ready
         self._done_samples: dict[str, int] = {}  # group -> samples finished (deadline plans)
+        self._step_deadline_s: float | None = None  # the waiting step's deadline (a budget)
+        self._hold: asyncio.Event | None = None  # lifts the holds of this step's cancels
+        self._decisions = decisions
         self._policy_version = 0
         self._origin_s = 0.0
         self._quota_changed = asyncio.Event()
@@ -344,6 +348,16 @@ class Conductor:
         config = self._config.deadline
         assert config.step_budget_s is not None
         deadline_s = requested_s + config.step_budget_s
+        self._step_deadline_s = deadline_s
+        try:
+            return await self._await_step(requested_s, deadline_s, size)
+        finally:
+            self._step_deadline_s = None
+            self._lift_hold()
+
+    async def _await_step(self, requested_s: float, deadline_s: float, size: int) -> StepDeadline:
+        config = self._config.deadline
+        assert config.step_budget_s is not None
         truncated: set[str] = set()
         cancelled: set[str] = set()
         hit = False
@@ -357,6 +371,10 @@ class Conductor:
             if phase is not DeadlinePhase.BEFORE:
                 hit = True
                 plan = plan_truncation(self._group_progress(), size - ready)
+                if plan.hold and phase is DeadlinePhase.TRUNCATE:
+                    self._hold = self._hold or asyncio.Event()
+                else:  # nothing left to compete with, or past the deadline: resume them
+                    self._lift_hold()
                 await self._apply_plan(plan, truncated, cancelled)
                 ready = self._sink.ready_groups
                 if ready >= size:
@@ -384,6 +402,22 @@ class Conductor:
             wanted=size,
             short=short,
         )
+
+    def _lift_hold(self) -> None:
+        hold, self._hold = self._hold, None
+        if hold is not None:
+            hold.set()
+
+    @property
+    def request_deadline_s(self) -> float | None:
+        """The deadline of a generation request sent now (`rollout.core.deadline`)."""
+        margin_s = self._config.deadline.truncate_margin_s
+        return request_deadline(self._clock.now(), self._step_deadline_s, margin_s)
+
+    def _note(self, kind: str, **fields: Any) -> None:
+        """Record a conductor decision in the decision log, if one is kept."""
+        if self._decisions is not None:
+            self._decisions.note(kind, self._clock.now(), **fields)
 
     def _group_progress(self) -> list[GroupProgress]:
         """The admitted groups not complete yet: what a deadline plan is made from."""
@@ -424,6 +458,7 @@ class Conductor:
             if loop is None or loop.truncation_reason is not None:
                 continue  # (a retried attempt is a new loop: it is truncated too)
             truncated.add(sample_id)
+            self._note("truncate", sample_id=sample_id, reason="deadline")
             await loop.truncate("deadline", cut_tool_call=self._config.deadline.cut_tool_calls)
             if loop.waiting_for_generation:  # hand it a ticket so it notices, and ends
                 with contextlib.suppress(SchedulerError):
@@ -437,6 +472,10 @@ class Conductor:
             cancelled.add(sample_id)  # aborted now, resumed from its partial output later
             ticket.abort_requested = True
             ticket.abort_reason = "deadline: cannot help this step"
+            ticket.hold = self._hold  # (None: it may resume at once)
+            held = ticket.hold is not None
+            reason = ticket.abort_reason
+            self._note("cancel", sample_id=sample_id, rid=ticket.rid, held=held, reason=reason)
             with contextlib.suppress(EngineError, OSError):
                 await self._engines[ticket.engine].abort(ticket.rid)
 
@@ -505,6 +544,14 @@ class Conductor:
 
     def _start_group(self, group: Group) -> None:
         self.stats.admitted_groups += 1
+        self._note(
+            "admit",
+            group_id=group.group_id,
+            prompt_index=group.prompt_index,
+            size=group.size,
+            training_step=group.admitted_step,
+            source=group.source or None,
+        )
         self._sink.expect(group.group_id, group.size)
         self._keeper.add_group(group)
         for index in range(group.size):

@@ -6,6 +6,7 @@ An `AgentLoop` reports scheduler events and turn boundaries to its host and wait
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -20,7 +21,11 @@ __all__ = ["GenerationTicket", "LoopHost"]
 
 @dataclass(slots=True)
 class GenerationTicket:
-    """One `StartGeneration` with its request id; the conductor flags it when it preempts."""
+    """One `StartGeneration` with its request id; the conductor flags it when it preempts.
+
+    `hold`: set by a deadline cancel; the loop keeps the aborted generation's slot and waits
+    until the event is set (or it is truncated) before it asks for the next one.
+    """
 
     sample_id: str
     engine: str
@@ -29,6 +34,7 @@ class GenerationTicket:
     resume: bool = False
     abort_requested: bool = False
     abort_reason: str = ""
+    hold: asyncio.Event | None = None
 
 
 class LoopHost(Protocol):

@@ -193,19 +193,34 @@ class SGLangEngine:
             raise EngineError(f"rid {request.rid!r} is already in flight; rids must be unique")
         if self._aborting_pause:
             return _aborted(request)  # as SGLang aborts what arrives during an abort pause
+        loop = asyncio.get_running_loop()
+        if request.deadline_s is not None and loop.time() >= request.deadline_s:
+            return _aborted(request)  # too late to help: not sent at all
         hints = (*self._pending_hints.pop(request.session_id, ()), *request.kv_hints)
         endpoint = self._route(request.session_id)
         call = _Call(endpoint, request.rid)
         self._calls[request.rid] = call
         self._idle.clear()
         self._endpoints[endpoint].in_flight += 1
+        expiry = None
+        if request.deadline_s is not None:  # /abort_request then: SGLang answers the partial output
+            expiry = loop.create_task(
+                self._abort_at(request.rid, request.deadline_s), name=f"deadline-{request.rid}"
+            )
         try:
             return await self._generate_with_retries(request, call, hints)
         finally:
+            if expiry is not None:
+                expiry.cancel()
             self._endpoints[call.endpoint].in_flight -= 1
             del self._calls[request.rid]
             if not self._calls:
                 self._idle.set()
+
+    async def _abort_at(self, rid: str, deadline_s: float) -> None:
+        """Abort `rid` when its deadline passes (it returns with its output so far)."""
+        await asyncio.sleep(max(0.0, deadline_s - asyncio.get_running_loop().time()))
+        await self.abort(rid)
 
     async def abort(self, rid: str) -> None:
         call = self._calls.get(rid)

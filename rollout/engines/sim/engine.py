@@ -127,11 +127,24 @@ class SimEngine:
         self._drained.clear()
         self._batch.enqueue(sim)
         self._kick()
+        expiry = self._abort_at_deadline(sim)
         try:
             return await future
         except asyncio.CancelledError:
             self._request_abort(sim)  # the caller gave up: free the slot like a disconnect
             raise
+        finally:
+            if expiry is not None:
+                expiry.cancel()
+
+    def _abort_at_deadline(self, sim: SimRequest) -> asyncio.TimerHandle | None:
+        """Abort `sim` when its deadline passes (it stops at the next step boundary, with its
+        output so far, as `abort` does); the handle is cancelled when it returns first."""
+        deadline_s = sim.request.deadline_s
+        if deadline_s is None:
+            return None
+        delay = max(0.0, deadline_s - self._clock.now())
+        return asyncio.get_running_loop().call_later(delay, self._request_abort, sim)
 
     async def abort(self, rid: str) -> None:
         sim = self._batch.live.get(rid)

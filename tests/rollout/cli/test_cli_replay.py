@@ -48,9 +48,19 @@ def test_a_simulated_run_replays_identical(recorded: Path) -> None:
     assert result.exit_code == 0, result.output
     lines = _lines(recorded)
     events = sum('"kind":"event"' in line for line in lines)
-    decisions = len(lines) - 1 - events
-    assert decisions > 0
-    assert f"{events}events,{decisions}decisions:identical" in _squashed(result.output)
+    notes = sum('"by":"conductor"' in line for line in lines)
+    decisions = len(lines) - 1 - events - notes
+    assert decisions > 0 and notes > 0  # the conductor's admissions are in the log too
+    squashed = _squashed(result.output)
+    assert f"{events}events,{decisions}decisions:identical({notes}conductordecisions" in squashed
+
+
+def test_the_log_records_each_admitted_group_once(recorded: Path) -> None:
+    records = [json.loads(line) for line in _lines(recorded)]
+    admits = [r["fields"]["group_id"] for r in records if r["kind"] == "admit"]
+    started = {r["sample_id"].rsplit("-a", 1)[0] for r in records if r["kind"] == "start"}
+    assert admits and len(admits) == len(set(admits))
+    assert started <= set(admits)  # every group that generated was admitted first
 
 
 @pytest.mark.parametrize("field", ["engine", "sample_id"])

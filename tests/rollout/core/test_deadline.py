@@ -11,6 +11,7 @@ from rollout.core.deadline import (
     deadline_phase,
     plan_truncation,
     proceeds_short,
+    request_deadline,
 )
 
 
@@ -110,3 +111,44 @@ def test_the_step_outcome_is_a_plain_record() -> None:
         "wanted": 2,
         "short": True,
     }
+
+
+# -- per-request deadlines and holds ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("now_s", "expected"),
+    [
+        (0.0, 8.0),  # before the truncation point: due there (the step cuts it then anyway)
+        (7.99, 8.0),
+        (8.0, 10.0),  # within the window: a late start must not run past the deadline
+        (9.5, 10.0),
+        (10.0, None),  # past it: a `wait` step needs every token of its missing groups
+        (30.0, None),
+    ],
+)
+def test_a_request_is_due_at_the_truncation_point_then_at_the_deadline(
+    now_s: float, expected: float | None
+) -> None:
+    assert request_deadline(now_s, 10.0, 2.0) == expected
+
+
+def test_without_a_waiting_step_a_request_has_no_deadline() -> None:
+    assert request_deadline(5.0, None, 2.0) is None
+
+
+def test_without_a_margin_a_request_is_due_at_the_deadline() -> None:
+    assert request_deadline(3.0, 10.0, 0.0) == 10.0
+
+
+def test_cancels_are_held_while_a_chosen_group_still_has_samples_to_start() -> None:
+    late = GroupProgress("late", 3, done=1, running=("late/1",))  # one sample not started
+    whole = GroupProgress("whole", 3, done=2, running=("whole/2",), order=1)
+    other = GroupProgress(
+        "other", 3, done=0, running=("other/0",), generating=frozenset({"other/0"}), order=2
+    )
+    assert plan_truncation([late, other], needed=1).hold
+    plan = plan_truncation([whole, other], needed=1)
+    assert plan.chosen == ("whole",) and plan.cancel == ("other/0",) and not plan.hold
+    # samples not started in a group the step will not take do not hold anything
+    assert not plan_truncation([whole, late], needed=1).hold

@@ -404,3 +404,50 @@ def test_a_crash_in_the_step_loop_fails_the_callers_instead_of_hanging_them() ->
             await engine.generate(request("b", prompt(0, 100)))
 
     run_virtual(main())
+
+
+# -- request deadlines --------------------------------------------------------------------------
+
+
+def with_deadline(req: GenerateRequest, deadline_s: float) -> GenerateRequest:
+    return GenerateRequest(
+        req.rid, req.input_ids, req.sampling, req.session_id, req.priority, deadline_s=deadline_s
+    )
+
+
+def test_a_request_past_its_deadline_is_aborted_with_its_partial_output_aligned() -> None:
+    engine = make_engine(FixedTokens(default=500))
+    first = with_deadline(request("a", prompt(0, 1000)), deadline_s=0.3)
+
+    partial, returned_s = run_virtual(timed(engine, first))
+
+    assert partial.finish_reason is FinishReason.ABORT
+    assert 0 < len(partial.output_ids) < 500
+    assert len(partial.output_logprobs) == len(partial.output_ids)
+    assert partial.output_ids == tuple(range(1_000_000, 1_000_000 + len(partial.output_ids)))
+    # it stops at the first step boundary after its deadline, not at the end of a decode block
+    assert 0.3 <= returned_s < 0.3 + 2 * decode_step_time_s(COST, 1, 1000 + 500)
+    assert engine.counters.aborted == 1
+
+
+def test_a_deadline_that_is_not_reached_changes_nothing() -> None:
+    plain = run_virtual(timed(make_engine(FixedTokens(default=50)), request("a", prompt(0, 100))))
+    due = with_deadline(request("a", prompt(0, 100)), deadline_s=1e6)
+    late = run_virtual(timed(make_engine(FixedTokens(default=50)), due))
+    assert late == plain and late[0].finish_reason is FinishReason.STOP
+
+
+def test_a_queued_request_past_its_deadline_returns_at_once_with_no_output() -> None:
+    engine = make_engine(FixedTokens(default=50), max_running_requests=1)
+
+    async def main() -> tuple[GenerateResult, float]:
+        running = asyncio.create_task(engine.generate(request("run", prompt(0, 100))))
+        await asyncio.sleep(0.001)  # it holds the only slot
+        queued = with_deadline(request("queued", prompt(10**6, 100)), deadline_s=0.01)
+        result, returned_s = await timed(engine, queued)
+        await running
+        return result, returned_s
+
+    result, returned_s = run_virtual(main())
+    assert (result.finish_reason, result.output_ids) == (FinishReason.ABORT, ())
+    assert returned_s == pytest.approx(0.01)  # at its deadline, not after the running one

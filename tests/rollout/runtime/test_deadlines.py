@@ -4,9 +4,11 @@ truncated samples stay exactly aligned, `drop`/`train` and `proceed`/`wait` do w
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
-from rollout.core.scheduler_events import ActStarted
+from harness.events import EventRecorder, Phase
+from rollout.core.scheduler_events import ActStarted, GenerationAborted
 from rollout.core.types import Group, Trajectory, _check_trajectory
 from rollout.engines.sim import build_sim_engine
 from rollout.observe.recorder import step_record
@@ -22,6 +24,7 @@ from tests.rollout.fakes import (
     SHORT_WORKLOAD,
     FlakyEngine,
     RecordingHost,
+    SimRollout,
     build_rollout,
     engine_config,
     loop_config,
@@ -36,13 +39,17 @@ BUDGET_S = 4.0
 
 
 def run(deadline: DeadlineConfig, steps: int = 2) -> list[Batch]:
-    async def main() -> list[Batch]:
+    return run_rollout(deadline, steps)[0]
+
+
+def run_rollout(deadline: DeadlineConfig, steps: int = 2) -> tuple[list[Batch], SimRollout]:
+    async def main() -> tuple[list[Batch], SimRollout]:
         config = ConductorConfig(timeseries_interval_s=1.0, deadline=deadline)
         rollout = build_rollout(conductor_config=config, groups_per_step=2, group_size=GROUP_SIZE)
         async with rollout.conductor:
             batches = await train(rollout, steps)
         await rollout.engine.aclose()
-        return batches
+        return batches, rollout
 
     return run_virtual(main())
 
@@ -207,3 +214,102 @@ def test_cut_tool_calls_end_the_step_within_budget_with_aligned_trajectories() -
     assert first.deadline is not None and first.deadline.hit and len(first.groups) == 2
     assert first.ready_s - first.requested_s <= BUDGET_S
     assert cut(first)
+
+
+# -- per-request deadlines, truncation events, held cancels -----------------------------------
+
+
+def test_requests_sent_while_a_step_waits_carry_its_truncation_point_or_deadline() -> None:
+    margin_s = 1.0
+    batches, rollout = run_rollout(DeadlineConfig(step_budget_s=BUDGET_S, truncate_margin_s=1.0))
+    due = [request.deadline_s for request in rollout.engine.requests]
+    allowed = {None}
+    for batch in batches:
+        allowed |= {batch.requested_s + BUDGET_S - margin_s, batch.requested_s + BUDGET_S}
+    assert set(due) <= allowed
+    first = batches[0].requested_s
+    assert due.count(first + BUDGET_S - margin_s) > 0  # sent before the truncation point
+    assert due.count(None) > 0  # sent while the trainer trained: no step was waiting
+    # without a budget, no request carries a deadline
+    _, plain = run_rollout(DeadlineConfig(), steps=1)
+    assert {request.deadline_s for request in plain.engine.requests} == {None}
+
+
+def test_each_truncation_is_one_truncate_event_naming_its_sample_group_and_reason() -> None:
+    batches, rollout = run_rollout(DeadlineConfig(step_budget_s=BUDGET_S, truncate_margin_s=1.0))
+    events = rollout.recorder.of_phase(Phase.TRUNCATE)
+    truncated = {t.sample_id: (t, batch) for batch in batches for t in cut(batch)}
+    assert truncated and {event.sample_id for event in events} == set(truncated)
+    for event in events:
+        trajectory, batch = truncated[event.sample_id]
+        assert event.group_id == trajectory.group_id
+        assert event.data["reason"] == "deadline"
+        assert event.data["during"] in ("gen", "act", "pre_gen", "other")
+        assert event.start_s == event.end_s  # an instant, within its step's truncation window
+        assert batch.requested_s + BUDGET_S - 1.0 <= event.start_s <= batch.ready_s
+        assert event.to_dict()["phase"] == "truncate"  # as events.jsonl writes it
+
+
+@dataclass
+class Held:
+    host: RecordingHost
+    trajectory: Trajectory
+    steps: EventRecorder
+
+
+def run_held(release: Callable[[AgentLoop, asyncio.Event], Awaitable[None]]) -> Held:
+    """Play one sample; cancel its second generation midway with a hold (as a deadline plan
+    does), check it waits (no new ticket, the slot not given back), then `release` it."""
+
+    async def main() -> Held:
+        loop, host, engine = make_loop()
+        steps = EventRecorder()
+        host.bus.subscribe(steps)
+        hold = asyncio.Event()
+        async with asyncio.TaskGroup() as tasks:
+            playing = tasks.create_task(loop.run())
+            while loop.generation_in_flight is None or len(host.tickets) < 2:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.05)  # some tokens out
+            ticket = loop.generation_in_flight
+            assert ticket is not None
+            ticket.abort_requested, ticket.abort_reason = True, "deadline: cannot help this step"
+            ticket.hold = hold
+            await engine.abort(ticket.rid)
+            await asyncio.sleep(5.0)
+            assert len(host.tickets) == 2  # held: no new generation
+            assert not any(isinstance(event, GenerationAborted) for event in host.events)
+            await release(loop, hold)
+        await engine.aclose()
+        return Held(host, playing.result(), steps)
+
+    return run_virtual(main())
+
+
+def test_a_held_cancel_resumes_only_when_its_hold_lifts() -> None:
+    async def lift(loop: AgentLoop, hold: asyncio.Event) -> None:
+        hold.set()
+
+    held = run_held(lift)
+    assert len(held.host.tickets) > 2 and not held.trajectory.truncated
+    _check_trajectory(held.trajectory)
+    aborted = [event for event in held.host.events if isinstance(event, GenerationAborted)]
+    assert len(aborted) == 1 and aborted[0].now_s >= 5.0  # reported when the hold lifted
+    (preempt,) = held.steps.of_phase(Phase.PREEMPT)
+    assert preempt.data["held"] is True
+    waits = [e for e in held.steps.of_phase(Phase.PRE_GEN) if e.data.get("held")]
+    assert len(waits) == 1 and waits[0].duration_s > 4.9  # the hold counts as a wait
+
+
+def test_a_truncation_ends_a_hold_and_keeps_the_partial_turn() -> None:
+    async def truncate(loop: AgentLoop, hold: asyncio.Event) -> None:
+        await loop.truncate()
+
+    held = run_held(truncate)
+    assert len(held.host.tickets) == 2 and held.trajectory.truncated
+    _check_trajectory(held.trajectory)
+    last = held.trajectory.turns[-1]
+    assert last.finish_reason == "abort" and last.gen_end > last.gen_start
+    assert last.gen_end == len(held.trajectory.token_ids)
+    (event,) = held.steps.of_phase(Phase.TRUNCATE)
+    assert event.data["during"] == "other"  # held: neither generating nor waiting for a slot

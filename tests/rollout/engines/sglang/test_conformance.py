@@ -180,6 +180,30 @@ async def test_aborting_a_queued_request_returns_no_output() -> None:
         assert result.finish_reason is FinishReason.ABORT and result.output_ids == ()
 
 
+async def test_a_request_is_aborted_at_its_deadline_with_its_partial_output() -> None:
+    async with server_under_test() as server, client(server.url) as engine:
+        loop = asyncio.get_running_loop()
+        plain = request(max_new=4000)
+        due = GenerateRequest(
+            plain.rid, plain.input_ids, plain.sampling, deadline_s=loop.time() + 0.3
+        )
+        result = await asyncio.wait_for(engine.generate(due), 10)
+        assert result.finish_reason is FinishReason.ABORT and 0 < len(result.output_ids) < 4000
+        assert_aligned(result)
+
+
+async def test_a_request_already_past_its_deadline_is_not_sent() -> None:
+    async with server_under_test() as server, client(server.url) as engine:
+        plain = request()
+        late = GenerateRequest(
+            plain.rid, plain.input_ids, plain.sampling, deadline_s=asyncio.get_running_loop().time()
+        )
+        calls = engine.transport.calls
+        result = await engine.generate(late)
+        assert result.finish_reason is FinishReason.ABORT and result.output_ids == ()
+        assert engine.transport.calls == calls  # no /generate (nor anything else) went out
+
+
 async def test_abort_of_an_unknown_rid_is_ignored() -> None:
     async with server_under_test() as server, client(server.url) as engine:
         await engine.abort("never-sent")
