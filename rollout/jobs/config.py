@@ -15,6 +15,7 @@ from typing import Any, Literal, Self, TypeVar
 from pydantic import Field, field_validator, model_validator
 
 from envs.swe.datasets import DatasetConfig
+from envs.tool_formats import ToolFormat
 from harness.config import FrozenConfig, load_config
 from rollout.agent_api.config import AgentApiConfig
 from rollout.core.config import AsyncFactor, RolloutConfig
@@ -24,7 +25,14 @@ from rollout.jobs.policies import resolve_policy_spec
 from rollout.runtime.config import AgentLoopConfig, ConductorConfig
 from rollout.sim.config import ClusterConfig, ScriptedPolicyConfig, TrainerSimConfig
 
-__all__ = ["ConfigRef", "RunConfig", "SimTaskSourceConfig", "SimulateConfig", "shape_rollout"]
+__all__ = [
+    "ConfigRef",
+    "RunConfig",
+    "RunSourceConfig",
+    "SimTaskSourceConfig",
+    "SimulateConfig",
+    "shape_rollout",
+]
 
 _ConfigT = TypeVar("_ConfigT", bound=FrozenConfig)
 
@@ -140,6 +148,71 @@ class SimulateConfig(FrozenConfig):
     )
 
 
+class RunSourceConfig(TaskSourceConfig):
+    """A task source of `conductor run`: a `TaskSourceConfig` and the env it plays, with its own
+    system prompt, chat template and tool format (rollout/jobs/run_sources.py builds it)."""
+
+    env: Literal["swe", "example"] = Field(
+        default="swe",
+        description="swe: SWE tasks (`task_ids` of `tasks_file`, else the shipped set); "
+        "example: the example env (envs/example: write a reversed word into a file), one "
+        "prompt per word.",
+    )
+    task_ids: tuple[str, ...] = Field(
+        default=(), description="swe: tasks to use, by instance id; empty = all of them."
+    )
+    tasks_file: str = Field(
+        default="",
+        description="swe: a task file (as RunConfig.tasks_file; relative paths from the config "
+        "file); empty: the shipped offline task set.",
+    )
+    tasks_dataset: DatasetConfig = Field(
+        default_factory=DatasetConfig, description="swe: the column layout of tasks_file."
+    )
+    system_prompt: str | None = Field(
+        default=None,
+        description="System message before each prompt; None = the run's. The tools and how "
+        "to call them (`tool_format`) are appended to it.",
+    )
+    chat_template: Literal["run", "chatml", "model", "file"] = Field(
+        default="run",
+        description="run: the run's (the tokenizer's own template with tokenizer_path, else "
+        "ChatML); chatml: ChatML over the run's tokenizer; model: the tokenizer's own template "
+        "(needs tokenizer_path); file: the Jinja template in chat_template_file, rendered with "
+        "the run's tokenizer (needs tokenizer_path).",
+    )
+    chat_template_file: str = Field(
+        default="",
+        description="Jinja chat template of chat_template: file (relative paths from the "
+        "config file).",
+    )
+    observation_role: Literal["tool", "user"] = Field(
+        default="tool", description="Role of the message that carries each tool result."
+    )
+    tool_format: ToolFormat = Field(
+        default="tool_call",
+        description="How tool calls are described in the system message, written by the "
+        "scripted player and read back for the tool_wait hint (envs/tool_formats.py): "
+        "tool_call (Hermes JSON in <tool_call>), tool_call_xml (Qwen3-Coder XML in "
+        "<tool_call>), json (the reply is one JSON object).",
+    )
+
+    @model_validator(mode="after")
+    def _fields_fit_env(self) -> Self:
+        if self.env != "swe" and (self.task_ids or self.tasks_file):
+            raise ValueError(
+                f"task source {self.name!r}: task_ids and tasks_file are for env: swe, not "
+                f"env: {self.env} (its prompts are its words)"
+            )
+        if (self.chat_template == "file") != bool(self.chat_template_file):
+            raise ValueError(
+                f"task source {self.name!r}: chat_template: file and chat_template_file go "
+                f"together (got chat_template: {self.chat_template}, chat_template_file: "
+                f"{self.chat_template_file!r})"
+            )
+        return self
+
+
 class RunConfig(FrozenConfig):
     """`conductor run`: SWE rollouts in real sandboxes, on the in-process simulated engine
     (scripted agents, wall-clock time) or on SGLang servers over HTTP."""
@@ -215,6 +288,33 @@ class RunConfig(FrozenConfig):
     out_dir: str = Field(
         default="runs", min_length=1, description="Parent of the run directory (working dir)."
     )
+    sources: tuple[RunSourceConfig, ...] = Field(
+        default=(),
+        description="Task sources of a mixed run (envs, weights, classes, group sizes, "
+        "sampling, system prompts, chat templates, tool formats; docs/mixed-rollout.md); "
+        "empty: one SWE source from task_ids / tasks_file.",
+    )
+
+    @model_validator(mode="after")
+    def _sources_valid(self) -> Self:
+        if not self.sources:
+            return self
+        names = [source.name for source in self.sources]
+        if len(set(names)) != len(names):
+            raise ValueError(f"task source names repeat: {names}")
+        if self.task_ids or self.tasks_file:
+            raise ValueError(
+                "with `sources`, give task_ids / tasks_file to each swe source, not to the run"
+            )
+        if self.agent_api.agent:
+            raise ValueError("a bring-your-own agent (agent_api.agent) plays one source only")
+        needs_model = [s.name for s in self.sources if s.chat_template in ("model", "file")]
+        if needs_model and not self.tokenizer_path:
+            raise ValueError(
+                f"task sources {needs_model} render with the model's tokenizer "
+                "(chat_template: model or file): set tokenizer_path"
+            )
+        return self
 
     @model_validator(mode="after")
     def _backend_configured(self) -> Self:

@@ -7,6 +7,10 @@ the simulated trainer consumes batches and publishes weights. The model is eithe
 in wall-clock time (`engine_backend: sim`), or whatever SGLang servers serve, reached through
 `SGLangEngine` over HTTP (`engine_backend: sglang`; `conductor serve-sim` serves the same
 scripted agents there).
+
+With `sources` (a mixed run) each group comes from one task source, with its own env, system
+prompt, chat template and tool format; `rollout.jobs.run_sources` builds them and this job
+wires them in as `conductor simulate` does (`SourcedSessions` and the admission's source mix).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from rollout.agent_api.server import AgentApiServer
 from rollout.agent_api.sessions import CaptureSessions
 from rollout.core.admission import AdmissionController
 from rollout.core.config import RolloutConfig
+from rollout.core.sources import SourceLayout
 from rollout.engines.base import Engine
 from rollout.engines.faults import FaultyEngine
 from rollout.engines.sglang import SGLangEngineConfig, connect_sglang_engines
@@ -45,11 +50,12 @@ from rollout.jobs.checkpoint import Checkpoint, write_checkpoint
 from rollout.jobs.config import RunConfig, shape_rollout
 from rollout.jobs.policies import resolve_policy
 from rollout.jobs.run_health import RunHealth
+from rollout.jobs.run_sources import RunSource, load_run_sources, source_images, sourced_sessions
 from rollout.jobs.summary import summarize_conductor_run
 from rollout.observe.recorder import RunRecorder
 from rollout.observe.run_summary import RunSummary
 from rollout.runtime.conductor import Conductor
-from rollout.runtime.env_session import SampleRef
+from rollout.runtime.env_session import SampleRef, SessionFactory
 from rollout.runtime.pool_sessions import PooledEnv, PoolSessions
 from rollout.sim.scripted_agent import ScriptedSWEAgent
 from rollout.sim.setup import engine_config_for
@@ -152,13 +158,29 @@ async def run_swe_rollout(
     pool_config = config.pool.load(PoolConfig, base_dir)
     swe_config = config.swe.load(SWEEnvConfig, base_dir)
     tasks_file = base_dir / config.tasks_file if config.tasks_file else None
-    tasks = select_tasks(config.task_ids, tasks_file, config.tasks_dataset)
+    tasks = (
+        [] if config.sources else select_tasks(config.task_ids, tasks_file, config.tasks_dataset)
+    )
     clock, bus = LoopClock(), EventBus()
     tokenizer: Tokenizer = ByteTokenizer()
     chat_format: Callable[[], ChatFormat] | None = None
+    hf_tokenizer: HFTokenizer | None = None
     if config.tokenizer_path:
         hf_tokenizer = HFTokenizer(config.tokenizer_path)
         tokenizer, chat_format = hf_tokenizer, HFChatFormat.factory(hf_tokenizer)
+    sources: tuple[RunSource, ...] = ()
+    layout: SourceLayout | None = None
+    if config.sources:
+        sources = load_run_sources(
+            config,
+            base_dir,
+            tokenizer=tokenizer,
+            hf_tokenizer=hf_tokenizer,
+            swe_config=swe_config,
+            select_tasks=select_tasks,
+        )
+        layout = SourceLayout.of([source.prompts() for source in sources])
+    num_prompts = len(tasks) if layout is None else layout.num_prompts
     agent: ScriptedSWEAgent | None = None
     connect: Callable[[], Awaitable[list[Engine]]]
     if config.engine_backend == "sim":
@@ -198,8 +220,17 @@ async def run_swe_rollout(
     # Only the tasks this run can reach need an image: at most (steps + async_factor) × B
     # groups are ever admitted, and the pool looks one batch further ahead.
     reach = (config.steps + config.async_factor + 1) * config.groups_per_step
-    reachable = reachable_prompts(AdmissionController(rollout.admission, len(tasks)), reach)
-    images = {index: await runtime.ensure_image(tasks[index]) for index in sorted(set(reachable))}
+    admission = AdmissionController(
+        rollout.admission, num_prompts, layout.sources if layout else ()
+    )
+    reachable = reachable_prompts(admission, reach)
+    images: dict[int, str] = {}
+    per_source: dict[str, dict[int, str]] = {}
+    if layout is None:
+        images = {index: await runtime.ensure_image(tasks[index]) for index in sorted(reachable)}
+    else:
+        per_source = await source_images(sources, layout, reachable, runtime)
+    every_image = {*images.values(), *(i for s in per_source.values() for i in s.values())}
     described: dict[str, Any] = {
         "run": config.model_dump(mode="json"),
         "policy": policy.model_dump(mode="json"),
@@ -258,7 +289,7 @@ async def run_swe_rollout(
             runtime.backend,
             bus=bus,
             clock=clock,
-            images=sorted(set(images.values())),
+            images=sorted(every_image),
             ray=ray_config,
         )
         async with (
@@ -273,8 +304,22 @@ async def run_swe_rollout(
                 "on_open": on_open,
                 "chat_format": chat_format,
             }
-            sessions: PoolSessions
-            if server is None:
+            sessions: SessionFactory
+            if layout is not None:  # a mixed run: each source's sessions, by prompt index
+                sessions = sourced_sessions(
+                    sources,
+                    layout,
+                    pool,
+                    images=per_source,
+                    tokenizer=tokenizer,
+                    swe_config=swe_config,
+                    sandbox_spec=sandbox_spec,
+                    agent=agent,
+                    scripted=config.scripted,
+                    priorities=session_options["priorities"],
+                    tool_result_chars=config.agent_loop.tool_result_chars,
+                )
+            elif server is None:
                 sessions = PoolSessions(pool, env_for, tokenizer, **session_options)
             else:  # a bring-your-own agent plays each sample through the chat API
                 assert agent_fn is not None
@@ -295,7 +340,8 @@ async def run_swe_rollout(
                 config=config.conductor,
                 engines=engines,
                 sessions=sessions,
-                num_prompts=len(tasks),
+                num_prompts=num_prompts,
+                sources=layout.sources if layout is not None else (),
                 sink=TrajectorySink(config.group_size, recorder.trajectory_writers()),
                 bus=bus,
                 clock=clock,

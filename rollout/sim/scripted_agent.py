@@ -12,25 +12,28 @@ tasks, so `conductor run` exercises the whole stack (engine → agent loop → e
 * ``no_fix``: explore, run the tests, submit — reward 0.
 
 So a group's rewards differ and GRPO advantages are non-zero. Register each session's task
-with `register` before its first request (the session factory's `on_open` hook does). Like the
+with `register` before its first request (the session factory's `on_open` hook does), or any
+other script with `register_script` (a mixed run's example-env source plays
+`file_check_script`). Calls are written in a tool format of `envs.tool_formats` (default the
+Hermes ``<tool_call>`` JSON). Like the
 synthetic token model, an aborted turn resumes exactly where it stopped when the caller sends
 prompt + partial output again.
 """
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from dataclasses import dataclass
 
 from envs.swe.tasks import SWETask
+from envs.tool_formats import ToolFormat, render_call
 from rollout.engines.base import EngineError, FinishReason, GenerateRequest
 from rollout.engines.sim.token_model import TurnPlan, unfinished_rest
 from rollout.sim.config import ScriptedPolicyConfig
 from rollout.trajectories.tokenizer import Tokenizer
 
-__all__ = ["AgentScript", "ScriptedSWEAgent", "agent_script"]
+__all__ = ["AgentScript", "ScriptedSWEAgent", "agent_script", "file_check_script"]
 
 _DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/", re.MULTILINE)
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
@@ -45,21 +48,23 @@ class AgentScript:
     actions: tuple[str, ...]
 
 
-def _call(name: str, arguments: dict[str, object], thought: str) -> str:
-    payload = json.dumps({"name": name, "arguments": arguments})
-    return f"{thought}\n<tool_call>{payload}</tool_call>"
-
-
-def _bash(command: str, thought: str) -> str:
-    return _call("bash", {"command": command}, thought)
-
-
 def agent_script(
-    task: SWETask, rng: random.Random, config: ScriptedPolicyConfig, workdir: str = "/testbed"
+    task: SWETask,
+    rng: random.Random,
+    config: ScriptedPolicyConfig,
+    workdir: str = "/testbed",
+    tool_format: ToolFormat = "tool_call",
 ) -> AgentScript:
     """Draw a strategy and write its turns for `task` (or play `config.actions` as given)."""
     if config.actions:
         return AgentScript("fixed", tuple(config.actions))
+
+    def _call(name: str, arguments: dict[str, object], thought: str) -> str:
+        return render_call(tool_format, name, arguments, thought)
+
+    def _bash(command: str, thought: str) -> str:
+        return _call("bash", {"command": command}, thought)
+
     files = _DIFF_FILE.findall(task.patch)
     target = files[0] if files else "."
     word = _changed_word(task.patch)
@@ -105,6 +110,22 @@ def agent_script(
     return AgentScript(strategy, tuple(steps))
 
 
+def file_check_script(
+    word: str, rng: random.Random, config: ScriptedPolicyConfig, tool_format: ToolFormat
+) -> AgentScript:
+    """Turns for the example env (`envs.example`, with tool calls): write `word` reversed into
+    answer.txt (``fix``, with `config.fix_probability`) or `word` as it is (``wrong_edit``),
+    look at the file, submit."""
+    fix = rng.random() < config.fix_probability
+    answer = word[::-1] if fix else word
+    steps = (
+        render_call(tool_format, "bash", {"command": f"printf %s {answer} > answer.txt"}, "Write."),
+        render_call(tool_format, "bash", {"command": "cat answer.txt"}, "Check it."),
+        render_call(tool_format, "submit", {}, "Done."),
+    )
+    return AgentScript("fix" if fix else "wrong_edit", steps)
+
+
 def _changed_word(patch: str) -> str:
     """An identifier from a line the gold patch removes (something worth grepping for)."""
     for line in patch.splitlines():
@@ -139,6 +160,14 @@ class ScriptedSWEAgent:
         script = agent_script(task, random.Random(seed), self._config)
         self._sessions[session_id] = _Session(script, seed)
         return script
+
+    def register_script(self, session_id: str, script: AgentScript, sample_key: str) -> None:
+        """Play `script` in the session; `sample_key` seeds its logprobs."""
+        self._sessions[session_id] = _Session(script, f"{self._config.seed}/{sample_key}")
+
+    def sample_rng(self, sample_key: str) -> random.Random:
+        """The strategy draw of sample `sample_key` (as `register` seeds it)."""
+        return random.Random(f"{self._config.seed}/{sample_key}")
 
     def script(self, session_id: str) -> AgentScript:
         return self._session(session_id).script

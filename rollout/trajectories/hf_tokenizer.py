@@ -101,9 +101,15 @@ class HFChatFormat:
     `HFChatFormat.factory(tokenizer)`, which checks the template once.
     """
 
-    def __init__(self, tokenizer: HFTokenizer, turn_suffix: Sequence[int]) -> None:
+    def __init__(
+        self,
+        tokenizer: HFTokenizer,
+        turn_suffix: Sequence[int],
+        chat_template: str | None = None,
+    ) -> None:
         self._tokenizer = tokenizer
         self._turn_suffix = list(turn_suffix)
+        self._chat_template = chat_template
         self._messages: list[dict[str, str]] = []
         self._rendered: list[int] = []  # the last render; every next one must extend it
         self._model_ids: list[int] | None = None  # a model turn not closed yet
@@ -116,9 +122,15 @@ class HFChatFormat:
         self._stop_ids = tuple(stops)
 
     @classmethod
-    def factory(cls, tokenizer: HFTokenizer) -> _HFChatFormatFactory:
-        """Checks the template and derives its turn suffix once; call the result per sample."""
-        return _HFChatFormatFactory(tokenizer, _turn_suffix(tokenizer))
+    def factory(
+        cls, tokenizer: HFTokenizer, chat_template: str | None = None
+    ) -> _HFChatFormatFactory:
+        """Checks the template and derives its turn suffix once; call the result per sample.
+
+        `chat_template`: a Jinja chat template to use instead of the tokenizer's own."""
+        return _HFChatFormatFactory(
+            tokenizer, _turn_suffix(tokenizer, chat_template), chat_template
+        )
 
     @property
     def stop_token_ids(self) -> tuple[int, ...]:
@@ -153,7 +165,9 @@ class HFChatFormat:
     def _extend(self, message: dict[str, str] | None, *, generation: bool) -> list[int]:
         """Render with `message` added; the ids it appends to the previous render."""
         messages = self._messages if message is None else [*self._messages, message]
-        rendered = _render(self._tokenizer, messages, generation=generation)
+        rendered = _render(
+            self._tokenizer, messages, generation=generation, chat_template=self._chat_template
+        )
         previous = self._rendered
         if rendered[: len(previous)] != previous:
             position = next(
@@ -174,38 +188,50 @@ class HFChatFormat:
 
 
 class _HFChatFormatFactory:
-    def __init__(self, tokenizer: HFTokenizer, turn_suffix: list[int]) -> None:
+    def __init__(
+        self, tokenizer: HFTokenizer, turn_suffix: list[int], chat_template: str | None
+    ) -> None:
         self._tokenizer = tokenizer
         self._turn_suffix = turn_suffix
+        self._chat_template = chat_template
 
     def __call__(self) -> ChatFormat:
-        return HFChatFormat(self._tokenizer, self._turn_suffix)
+        return HFChatFormat(self._tokenizer, self._turn_suffix, self._chat_template)
 
 
 def _render(
-    tokenizer: HFTokenizer, messages: Sequence[Mapping[str, str]], *, generation: bool
+    tokenizer: HFTokenizer,
+    messages: Sequence[Mapping[str, str]],
+    *,
+    generation: bool,
+    chat_template: str | None = None,
 ) -> list[int]:
     if not messages:
         return []
     backend = tokenizer.backend
-    if not getattr(backend, "chat_template", None):
+    if chat_template is None and not getattr(backend, "chat_template", None):
         raise TokenizerError(f"the tokenizer at {tokenizer.path} has no chat template")
+    options = {} if chat_template is None else {"chat_template": chat_template}
     rendered = backend.apply_chat_template(
         [dict(message) for message in messages],
         tokenize=True,
         add_generation_prompt=generation,
+        **options,
     )
     if isinstance(rendered, Mapping) or hasattr(rendered, "input_ids"):
         rendered = rendered["input_ids"]
     return [int(token) for token in rendered]
 
 
-def _turn_suffix(tokenizer: HFTokenizer) -> list[int]:
+def _turn_suffix(tokenizer: HFTokenizer, chat_template: str | None = None) -> list[int]:
     """The ids a template writes after an assistant message's content (e.g. `<|im_end|>\\n`)."""
     user = [{"role": "user", "content": _PROBE_USER}]
-    prompt = _render(tokenizer, user, generation=True)
+    prompt = _render(tokenizer, user, generation=True, chat_template=chat_template)
     answered = _render(
-        tokenizer, [*user, {"role": "assistant", "content": _PROBE_REPLY}], generation=False
+        tokenizer,
+        [*user, {"role": "assistant", "content": _PROBE_REPLY}],
+        generation=False,
+        chat_template=chat_template,
     )
     content = tokenizer.encode(_PROBE_REPLY)
     tail = answered[len(prompt) :]
