@@ -277,6 +277,15 @@ class CriticalGroupTracker:
         if self._remaining[group_id].pop(sample_id, None) is not None:
             self._restate(group_id)
 
+    def sample_restarted(self, sample_id: str) -> None:
+        """A finished sample runs again (its group was retired by a weight update): it has
+        unknown work again."""
+        group_id = self._group_of(sample_id)
+        remaining = self._remaining[group_id]
+        if sample_id not in remaining:
+            remaining[sample_id] = math.inf
+            self._restate(group_id)
+
     def group_ready(self, group_id: str) -> None:
         self._require(group_id)
         self._ready.add(group_id)

@@ -84,6 +84,14 @@ class PriorityKeeper:
             )
         )
 
+    def sample_restarted(self, trajectory: Trajectory) -> None:
+        """A finished sample will run again from scratch (`retired_requests: cancel`): it is
+        predicted from the prior and its siblings again."""
+        self._tracker.sample_restarted(trajectory.sample_id)
+        self.update(
+            SampleProgress(trajectory.sample_id, trajectory.group_id, 0, 0, 0, 0), record=False
+        )
+
     def group_ready(self, group_id: str) -> None:
         self._tracker.group_ready(group_id)
 

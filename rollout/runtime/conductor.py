@@ -93,6 +93,7 @@ class ConductorStats:
     retries: int = 0
     failed_samples: int = 0  # exhausted their attempts; kept with infra_error
     restarted_samples: int = 0  # retired_requests=cancel: re-run from scratch after an update
+    restarted_groups: int = 0  # retired_requests=cancel: groups re-run as a whole
     batches: int = 0
 
 
@@ -188,10 +189,12 @@ class Conductor:
         self._live_gate: LiveKVGate | None = None
         self._tasks: asyncio.TaskGroup | None = None
         self._children: set[asyncio.Task[None]] = set()
-        # retired_requests=cancel: samples with tokens of the current version, and each live
-        # sample's run (cancelled and started again when a weight update retires its tokens)
+        # retired_requests=cancel: samples with tokens of the current version, each live
+        # sample's run (cancelled and started again when a weight update retires its group),
+        # and runs that ended just before their group was retired (run again, not kept)
         self._spent: set[str] = set()
         self._runs: dict[str, asyncio.Task[Trajectory]] = {}
+        self._stale: set[str] = set()
         self.stats = ConductorStats(dispatch=self._dispatcher.counts)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -502,7 +505,7 @@ class Conductor:
         self._policy_version = version
         self._dispatcher.policy_version = version
         if self._config.retired_requests == "cancel":
-            self._cancel_retired()
+            self._retire_groups()
         self._admission.set_training_step(version)
         await asyncio.gather(*(engine.resume() for _, engine in engines))
         for name, engine in engines:
@@ -570,6 +573,9 @@ class Conductor:
             finally:
                 if self._live_gate is not None:
                     self._live_gate.leave(sample_id)
+        if self._config.retired_requests == "cancel" and not self._fits_group(group, trajectory):
+            self._spawn(self._run_sample(group, index), sample_id)  # its group moved on: again
+            return
         if group.source:
             klass = self._source_classes.get(group.source, PriorityClass.NORMAL)
             info = {**trajectory.info, "source": group.source, "priority_class": str(klass)}
@@ -578,7 +584,7 @@ class Conductor:
 
     async def _on_policy_attempts(self, group: Group, index: int) -> Trajectory:
         """`_attempts`; under `retired_requests: cancel`, started again from scratch each time a
-        weight update retires tokens it generated, until its tokens have one policy version."""
+        weight update retires its group, until its tokens have one policy version."""
         if self._config.retired_requests == "resume":
             return await self._attempts(group, index)
         sample_id = make_sample_id(group.group_id, group.attempt, index)
@@ -597,17 +603,66 @@ class Conductor:
             finally:
                 self._runs.pop(sample_id, None)
                 self._spent.discard(sample_id)
-            if len(set(_generated_versions(trajectory))) <= 1:
+            stale = sample_id in self._stale  # ended just before its group was retired
+            self._stale.discard(sample_id)
+            if not stale and len(set(_generated_versions(trajectory))) <= 1:
                 return trajectory
             self.stats.restarted_samples += 1  # an update slipped past the cancel: run again
 
-    def _cancel_retired(self) -> None:
-        """Cancel the runs of samples holding tokens of the version just retired."""
-        for sample_id in sorted(self._spent):
-            run = self._runs.get(sample_id)
-            if run is not None and not run.done():
-                run.cancel()
-        self._spent.clear()
+    def _retire_groups(self) -> None:
+        """`retired_requests: cancel` at a weight update: every group not complete yet that
+        holds tokens of the version just retired is re-run as a whole (one version per group,
+        as GRPO compares a group's samples): its generating samples are cancelled and start
+        again, its finished ones leave the sink and run again. Groups that generated nothing
+        yet, and complete groups (written once, one version each), are left alone."""
+        spent, self._spent = self._spent, set()
+        for group in self._admission.live_groups:
+            if group.group_id in self._completed_s:
+                continue
+            members = group.sample_ids()
+            pending = self._sink.pending_members(group.group_id)
+            finished = [t for t in pending if _generated_versions(t)]
+            if not finished and spent.isdisjoint(members):
+                continue
+            self.stats.restarted_groups += 1
+            for sample_id in members:
+                run = self._runs.get(sample_id)
+                if run is None:
+                    continue  # (not started: nothing to retire)
+                if run.done():
+                    self._stale.add(sample_id)  # ended, not in the sink yet: run it again
+                elif sample_id in spent:
+                    run.cancel()  # starts again in _on_policy_attempts
+            self._rerun(group, [t.sample_id for t in finished])
+
+    def _fits_group(self, group: Group, trajectory: Trajectory) -> bool:
+        """Whether `trajectory` may join its group's finished samples (cancel mode): their
+        generated tokens share one policy version. If not, the samples of older versions are
+        run again (this one included: False)."""
+        versions = {
+            t.sample_id: set(_generated_versions(t))
+            for t in self._sink.pending_members(group.group_id)
+        }
+        versions[trajectory.sample_id] = set(_generated_versions(trajectory))
+        seen = {version for each in versions.values() for version in each}
+        if len(seen) <= 1:
+            return True
+        newest = max(seen)
+        old = [s for s, v in versions.items() if v and v != {newest}]
+        self.stats.restarted_groups += 1
+        self._rerun(group, [s for s in old if s != trajectory.sample_id])
+        if trajectory.sample_id in old:
+            self.stats.restarted_samples += 1
+            return False
+        return True
+
+    def _rerun(self, group: Group, sample_ids: Sequence[str]) -> None:
+        """Take `sample_ids` of `group` back from the sink and run each again from scratch."""
+        for trajectory in self._sink.discard(group.group_id, sample_ids):
+            self.stats.restarted_samples += 1
+            self._done_samples[group.group_id] -= 1
+            self._keeper.sample_restarted(trajectory)
+            self._spawn(self._run_sample(group, trajectory.sample_index), trajectory.sample_id)
 
     async def _attempts(self, group: Group, index: int) -> Trajectory:
         """Run the sample until an attempt succeeds or `max_attempts` have failed."""

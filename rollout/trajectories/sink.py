@@ -10,7 +10,7 @@ Synchronous and I/O-light; an async batch stream for in-process trainers wraps `
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from rollout.core.types import Trajectory
 from rollout.errors import SinkError
@@ -77,6 +77,23 @@ class TrajectorySink:
             writer.write_group(group)
         self._ready.append(group)
         return group
+
+    def pending_members(self, group_id: str) -> tuple[Trajectory, ...]:
+        """The samples of an incomplete group that have arrived so far (by sample id)."""
+        members = self._pending.get(group_id, {})
+        return tuple(members[sample_id] for sample_id in sorted(members))
+
+    def discard(self, group_id: str, sample_ids: Iterable[str]) -> tuple[Trajectory, ...]:
+        """Take back arrived samples of an incomplete group (they will be run again and added
+        anew: `retired_requests: cancel`); returns those it held, by sample id. A complete
+        group is never touched: it was written and queued once."""
+        members = self._pending.get(group_id)
+        if members is None:
+            return ()
+        dropped = tuple(members.pop(s) for s in sorted(set(sample_ids)) if s in members)
+        if not members:
+            del self._pending[group_id]
+        return dropped
 
     def take_batch(self, groups: int) -> list[tuple[Trajectory, ...]] | None:
         """The oldest `groups` complete groups, or None (and nothing taken) if fewer are ready."""

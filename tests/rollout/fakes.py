@@ -42,6 +42,7 @@ from rollout.sim.setup import engine_config_for
 from rollout.sim.trainer import SimulatedTrainer
 from rollout.sim.workload import SyntheticWorkload, WorkloadConfig
 from rollout.trajectories.batch import Batch
+from rollout.trajectories.sink import TrajectorySink
 from tests.paths import CONFIGS
 
 # A short workload: few turns, short outputs, quick tools (virtual seconds).
@@ -289,6 +290,7 @@ def build_rollout(
     loop_changes: Mapping[str, Any] | None = None,
     conductor_config: ConductorConfig | None = None,
     rollout_overrides: Sequence[str] = (),
+    sink: TrajectorySink | None = None,
 ) -> SimRollout:
     """A conductor over the sim engine and synthetic envs; call inside the running loop."""
     chosen = resolve_policy(policy) if isinstance(policy, str) else policy
@@ -322,6 +324,7 @@ def build_rollout(
         bus=bus,
         clock=clock,
         on_timeseries=timeseries.append,
+        sink=sink,
     )
     return SimRollout(conductor, engine, sim_engine, sessions, recorder, timeseries)
 

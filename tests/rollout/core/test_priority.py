@@ -20,6 +20,7 @@ from rollout.core.priority import (
     remaining_work_s,
 )
 from rollout.core.types import Group
+from rollout.errors import SchedulerError
 
 ADMISSION = AdmissionConfig(groups_per_batch=2, group_size=2, async_factor=3)
 PRIORITY = PriorityConfig(deadline_margin_steps=0)
@@ -323,3 +324,18 @@ def test_order_ranks_read_ranks_from_the_order_and_compare_by_it() -> None:
     assert ranks == OrderRanks(("b", "a", "c"))
     assert ranks != OrderRanks(["a", "b", "c"])
     assert ranks == {"b": 0, "a": 1, "c": 2}
+
+
+def test_a_restarted_sample_has_work_again_and_takes_new_estimates() -> None:
+    tracker = CriticalGroupTracker(ADMISSION, PRIORITY)
+    tracker.add_group(Group("g0", prompt_index=0, size=2, admitted_step=5))
+    for sample_id in ("g0-a0-s0", "g0-a0-s1"):
+        tracker.set_remaining(sample_id, 3.0)
+        tracker.sample_finished(sample_id)
+    assert tracker.assignment(5).closure_costs_s["g0"] == 0.0
+    with pytest.raises(SchedulerError):
+        tracker.set_remaining("g0-a0-s1", 4.0)
+    tracker.sample_restarted("g0-a0-s1")
+    assert tracker.assignment(5).closure_costs_s["g0"] == math.inf
+    tracker.set_remaining("g0-a0-s1", 4.0)
+    assert tracker.assignment(5).closure_costs_s["g0"] == 4.0

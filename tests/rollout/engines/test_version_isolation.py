@@ -232,44 +232,72 @@ def test_version_isolation_is_validated(value: str) -> None:
 # -- the conductor -------------------------------------------------------------------------------
 
 
-def conductor_run(**changes: Any) -> tuple[list[Any], Any]:
+class GroupLog:
+    """A sink writer that records every group the sink completes."""
+
+    def __init__(self) -> None:
+        self.groups: list[tuple[Any, ...]] = []
+
+    def write_group(self, group: Any) -> None:
+        self.groups.append(tuple(group))
+
+    def close(self) -> None:
+        pass
+
+
+def conductor_run(steps: int = 3, **changes: Any) -> tuple[list[Any], Any, GroupLog]:
     from rollout.runtime.config import ConductorConfig
+    from rollout.trajectories.sink import TrajectorySink
     from tests.rollout.fakes import build_rollout, train
+
+    log = GroupLog()
 
     async def main() -> tuple[list[Any], Any]:
         rollout = build_rollout(
             async_factor=3,
             engine_overrides=("max_running_requests=2", "flush_cache_on_weight_update=false"),
             conductor_config=ConductorConfig.model_validate(changes),
+            sink=TrajectorySink(3, [log]),
         )
         async with rollout.conductor:
-            batches = await train(rollout, 3)
+            batches = await train(rollout, steps)
         await rollout.engine.aclose()
         return batches, rollout
 
-    return run_virtual(main())
+    batches, rollout = run_virtual(main())
+    return batches, rollout, log
 
 
 def generated_versions(trajectory: Any) -> set[int]:
     return {v for v, m in zip(trajectory.versions, trajectory.loss_mask, strict=True) if m}
 
 
-def test_cancel_re_runs_retired_samples_so_each_trained_sample_has_one_version() -> None:
-    batches, rollout = conductor_run(retired_requests="cancel")
-    samples = [t for batch in batches for t in batch.trajectories]
-    assert rollout.conductor.stats.restarted_samples > 0
-    assert all(len(generated_versions(t)) == 1 for t in samples)
-    ids = [t.sample_id for t in samples]
-    assert len(ids) == len(set(ids)) == 3 * 2 * 3  # steps × groups × samples: none lost
+def test_cancel_re_runs_retired_groups_so_each_trained_group_has_one_version() -> None:
+    batches, rollout, log = conductor_run(retired_requests="cancel")
+    stats = rollout.conductor.stats
+    assert stats.restarted_groups > 0 and stats.restarted_samples > 0
     for batch in batches:
         for group in batch.groups:
+            versions = set().union(*(generated_versions(t) for t in group))
+            assert len(versions) == 1, (group[0].group_id, versions)
             assert sorted(t.sample_index for t in group) == [0, 1, 2]
+    # No loss, no duplicates: every group the sink completed was written once, with K
+    # samples, and the trainer got each of them exactly once (the rest wait in the sink).
+    written = [group[0].group_id for group in log.groups]
+    trained = [group_id for batch in batches for group_id in batch.group_ids]
+    assert len(written) == len(set(written)) and len(trained) == len(set(trained))
+    assert len(trained) == 3 * 2 and set(trained) <= set(written)
+    live = {group.group_id for group in rollout.conductor.admission.live_groups}
+    assert live.isdisjoint(trained) and set(written) - set(trained) <= live
+    ids = [t.sample_id for group in log.groups for t in group]
+    assert len(ids) == len(set(ids)) == 3 * len(log.groups)
 
 
-def test_resume_keeps_partial_rollouts_with_mixed_versions() -> None:
-    batches, rollout = conductor_run()
+def test_resume_keeps_mixed_version_samples_and_groups() -> None:
+    batches, rollout, _ = conductor_run()
     samples = [t for batch in batches for t in batch.trajectories]
     assert rollout.conductor.stats.restarted_samples == 0
+    assert rollout.conductor.stats.restarted_groups == 0
     assert any(len(generated_versions(t)) > 1 for t in samples)
 
 

@@ -177,3 +177,20 @@ def test_build_writers_follows_the_config(tmp_path: Path) -> None:
     assert [type(w) for w in writers] == [JsonlTrajectoryWriter, ParquetTrajectoryWriter]
     for writer in writers:
         writer.close()
+
+
+def test_discarded_samples_leave_an_incomplete_group_and_may_arrive_again() -> None:
+    writer = RecordingWriter()
+    sink = TrajectorySink(group_size=3, writers=[writer])
+    first, second, third = make_group("g", [1.0, 0.0, 1.0])
+    sink.add(first)
+    sink.add(second)
+    assert [t.sample_id for t in sink.pending_members("g")] == [first.sample_id, second.sample_id]
+    assert sink.discard("g", [second.sample_id, "not-there"]) == (second,)
+    assert sink.add(third) is None  # two in, not three: the discarded one is missing
+    again = make_trajectory("g", 1, reward=1.0, version=1)
+    group = sink.add(again)
+    assert group is not None and [t.sample_index for t in group] == [0, 1, 2]
+    assert group[1] is again and len(writer.groups) == 1
+    assert sink.discard("g", [first.sample_id]) == ()  # complete groups are never touched
+    assert sink.pending_members("g") == () and sink.pending_groups == 0
