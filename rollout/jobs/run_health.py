@@ -1,6 +1,6 @@
 """A run's scheduler-health figures: fed by the scheduler stream, written beside the run's
 records as `health.json` (the report folds it into metrics.json), served live on /metrics when
-a port is given (`conductor run --metrics-port N`).
+a port is given (`conductor run|simulate --metrics-port N`; simulate: virtual seconds).
 """
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from rollout.engines.step_fill import StepFill
 from rollout.errors import RolloutError
 from rollout.observe.health import HealthTracker
 from rollout.observe.prometheus import HealthExporter
@@ -69,6 +70,14 @@ class RunHealth:
         self.tracker.engine_tokens(
             sum(c.prompt_tokens for c in counters), sum(c.cached_tokens for c in counters)
         )
+        fills = [
+            getattr(conductor.engine(name), "step_fill", None) for name in conductor.engine_counters
+        ]
+        merged = StepFill()
+        for fill in fills:
+            if isinstance(fill, StepFill):  # (an SGLang server does not report its forwards)
+                merged.merge(fill)
+        self.tracker.engine_steps(merged.summary())
 
     def close(self) -> None:
         if self._exporter is not None:

@@ -54,6 +54,8 @@ class HealthTracker:
     blocked_s: list[float] = field(default_factory=list)
     prompt_tokens: int = 0
     cached_prompt_tokens: int = 0
+    # `StepFill.summary()` of the engines' forwards; None: no engine reports them (n/a)
+    step_fill: dict[str, object] | None = None
 
     def _tick(self, now_s: float) -> None:
         if self.first_s is None:
@@ -127,6 +129,10 @@ class HealthTracker:
         self.prompt_tokens = prompt_tokens
         self.cached_prompt_tokens = cached_prompt_tokens
 
+    def engine_steps(self, step_fill: dict[str, object] | None) -> None:
+        """Set the engines' tokens per step against the step budget (`StepFill.summary()`)."""
+        self.step_fill = step_fill
+
     def summary(self) -> dict[str, object]:
         """The `health` section of metrics.json (times in seconds, rates per second)."""
         span = self.last_s - (self.first_s if self.first_s is not None else self.last_s)
@@ -156,4 +162,5 @@ class HealthTracker:
             "trainer_blocked_total_s": sum(self.blocked_s),
             "arrival_rate_per_s": self.finished / span if span > 0 else 0.0,
             "consumption_rate_per_s": self.consumed_samples / span if span > 0 else 0.0,
+            "engine_step_fill": self.step_fill,
         }

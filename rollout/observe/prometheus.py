@@ -1,4 +1,4 @@
-"""Live Prometheus endpoint for scheduler health (`conductor run --metrics-port N`).
+"""Live Prometheus endpoint for scheduler health (`conductor run|simulate --metrics-port N`).
 
 `HealthExporter` wraps a `HealthTracker`: every `observe`/`batch` call also updates
 `conductor_`-prefixed counters, gauges and histograms on its own registry, served on /metrics.
@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -54,6 +55,13 @@ class HealthExporter:
                 ("consumption_rate_per_s", "Samples consumed per second"),
             )
         }
+        self._fill = {
+            key: Gauge(f"conductor_engine_step_fill_{key}", help_, registry=r)
+            for key, help_ in (
+                ("mean", "Tokens per engine step / its token budget, mean over steps"),
+                ("p99", "Tokens per engine step / its token budget, p99 over steps"),
+            )
+        }
         self._server: Any = None
         self._refreshed_at = -REFRESH_INTERVAL_S
 
@@ -79,6 +87,10 @@ class HealthExporter:
             value = s[key]
             assert isinstance(value, int | float)
             gauge.set(value)
+        fill = s.get("engine_step_fill")
+        for key, gauge in self._fill.items():  # NaN: the engines report no steps (n/a)
+            value = fill.get(f"{key}_fill") if isinstance(fill, dict) else None
+            gauge.set(value if isinstance(value, int | float) else math.nan)
 
     def observe(self, event: object, decisions: Sequence[object] = ()) -> None:
         """Feed the tracker and update the live metrics."""

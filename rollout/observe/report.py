@@ -320,7 +320,28 @@ def render_health(health: Mapping[str, Any] | None) -> str:
             f"| wait for a slot, {cls} (mean / p99, {wait.get('count', 0)} waits) | "
             f"{_seconds(wait.get('mean_wait_s'))} / {_seconds(wait.get('p99_wait_s'))} |"
         )
+    if "engine_step_fill" in health:
+        lines.extend(_step_fill_rows(health["engine_step_fill"]))
     return "\n".join(lines) + "\n"
+
+
+def _step_fill_rows(fill: Any) -> list[str]:
+    """Tokens per engine step against its budget (n/a: the engines do not report steps)."""
+    if not isinstance(fill, Mapping):
+        return ["| engine step fill (tokens / budget) | n/a |"]
+    rows = [
+        f"| engine step fill, mean / p99 ({fill.get('steps', 0)} steps) | "
+        f"{_fraction(fill.get('mean_fill'))} / {_fraction(fill.get('p99_fill'))} |"
+    ]
+    for kind in ("prefill", "decode"):
+        part = fill.get(kind)
+        if isinstance(part, Mapping):
+            rows.append(
+                f"| … {kind} steps vs {part.get('budget_tokens')} tokens, mean / p99 "
+                f"({part.get('steps', 0)} steps) | {_fraction(part.get('mean_fill'))} / "
+                f"{_fraction(part.get('p99_fill'))} |"
+            )
+    return rows
 
 
 def _fraction(value: Any) -> str:

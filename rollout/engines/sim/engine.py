@@ -36,6 +36,7 @@ from rollout.engines.sim.kv import KVBackend
 from rollout.engines.sim.request_state import SimRequest, Stage
 from rollout.engines.sim.served_model import ServedModelConfig
 from rollout.engines.sim.token_model import TokenModel
+from rollout.engines.step_fill import StepFill
 
 __all__ = ["SimEngine", "SimEngineCounters"]
 
@@ -86,6 +87,12 @@ class SimEngine:
         self._thawed = asyncio.Event()
         self._thawed.set()
         self._frozen_at_round = asyncio.Event()
+        self._step_fill = StepFill()
+
+    @property
+    def step_fill(self) -> StepFill:
+        """Every forward's tokens against its budget (live object; health metrics read it)."""
+        return self._step_fill
 
     @property
     def kv(self) -> KVBackend:
@@ -410,6 +417,8 @@ class SimEngine:
         counters.prefill_busy_s += duration
         counters.prefill_steps += 1
         counters.prefill_tokens += prefill_tokens
+        config = self._config
+        self._step_fill.record("prefill", prefill_tokens + len(decoding), config.max_prefill_tokens)
         if decoding:
             batch.advance_decodes(decoding, 1)
         for chunk in chunks:
@@ -451,6 +460,9 @@ class SimEngine:
         counters = batch.counters
         counters.busy_s += end - now
         counters.decode_steps += done
+        self._step_fill.record(
+            "decode", len(batch.decoding), self._config.max_running_requests, done
+        )
         finished = counters.finished
         batch.advance_decodes(list(batch.decoding), done)
         if counters.finished != finished or (done == len(ends) and block.admits_after_last):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import socket
 import urllib.request
 
@@ -10,6 +11,7 @@ import pytest
 from rollout.core.classes import PriorityClass
 from rollout.core.scheduler_events import SampleAdmitted, StartGeneration
 from rollout.observe.prometheus import HealthExporter
+from rollout.observe.report import render_health
 
 
 def _free_port() -> int:
@@ -57,3 +59,35 @@ def test_port_taken_is_a_clear_error() -> None:
         port = int(s.getsockname()[1])
         with pytest.raises(RuntimeError, match="--metrics-port"):
             HealthExporter().serve(port)
+
+
+def test_step_fill_gauges_are_nan_until_an_engine_reports_its_steps() -> None:
+    exp = HealthExporter()
+    port = _free_port()
+    exp.serve(port)
+    try:
+        exp.batch(requested_s=0.0, ready_s=1.0)
+        before = _scrape(port)
+        exp.tracker.engine_steps({"steps": 2, "mean_fill": 0.5, "p99_fill": 0.75})
+        exp.batch(requested_s=1.0, ready_s=2.0)
+        after = _scrape(port)
+    finally:
+        exp.close()
+    assert math.isnan(before["conductor_engine_step_fill_mean"])  # n/a (an SGLang server)
+    assert after["conductor_engine_step_fill_mean"] == 0.5
+    assert after["conductor_engine_step_fill_p99"] == 0.75
+
+
+def test_the_report_says_n_a_without_step_figures_and_shows_them_with() -> None:
+    assert "| engine step fill (tokens / budget) | n/a |" in render_health(
+        {"engine_step_fill": None}
+    )
+    fill = {
+        "steps": 3,
+        "mean_fill": 0.5,
+        "p99_fill": 0.9,
+        "decode": {"steps": 3, "mean_fill": 0.5, "p99_fill": 0.9, "budget_tokens": 32},
+    }
+    text = render_health({"engine_step_fill": fill})
+    assert "| engine step fill, mean / p99 (3 steps) | 0.500 / 0.900 |" in text
+    assert "decode steps vs 32 tokens" in text
