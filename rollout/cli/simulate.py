@@ -48,6 +48,15 @@ def simulate(
     ),
     out: Path | None = typer.Option(None, help="parent of the run directories (default: out_dir)"),
     report: bool = typer.Option(True, help="write metrics.json and report.md in each run dir"),
+    metrics_port: int = typer.Option(
+        0,
+        "--metrics-port",
+        min=0,
+        max=65535,
+        help="serve the running policy's health metrics live for Prometheus on "
+        "http://127.0.0.1:PORT/metrics (one policy after another; times and rates in virtual "
+        "seconds; 0 = off)",
+    ),
 ) -> None:
     """Compare rollout policies on one simulated workload (virtual time, same seed)."""
     try:
@@ -58,6 +67,8 @@ def simulate(
         fail(str(exc))
     root = new_run_dir(out or Path(settings.out_dir))
     console.print(_cost_model_text(simulation))
+    if metrics_port:
+        console.print(f"health metrics (virtual time): http://127.0.0.1:{metrics_port}/metrics")
     runs: list[PolicyRun] = []
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
     with Progress(*columns, TimeElapsedColumn(), console=console) as progress:
@@ -74,6 +85,7 @@ def simulate(
                         policy,
                         run_dir=root / policy.name,
                         on_batch=advance,
+                        metrics_port=metrics_port,
                     )
                 )
             except RolloutError as exc:

@@ -179,8 +179,33 @@ async def simulate_policy(
     *,
     run_dir: Path | None = None,
     on_batch: Callable[[Batch], None] | None = None,
+    metrics_port: int = 0,
 ) -> PolicyRun:
-    """Run `policy` for `simulation.config.steps` training steps on the running loop."""
+    """Run `policy` for `simulation.config.steps` training steps on the running loop.
+
+    `metrics_port` > 0 serves the run's health metrics live on /metrics (Prometheus) while it
+    runs; times and rates there are in virtual seconds. A taken port raises `RolloutError`
+    before anything runs or is written.
+    """
+    config = simulation.config
+    health = RunHealth(
+        starvation_bound_s=simulation.rollout.scheduler.starvation_bound_s,
+        step_budget_s=config.conductor.deadline.step_budget_s,
+        metrics_port=metrics_port,
+    )
+    try:
+        return await _simulate_policy(simulation, policy, health, run_dir, on_batch)
+    finally:
+        health.close()
+
+
+async def _simulate_policy(
+    simulation: Simulation,
+    policy: PolicyConfig,
+    health: RunHealth,
+    run_dir: Path | None,
+    on_batch: Callable[[Batch], None] | None,
+) -> PolicyRun:
     config = simulation.config
     clock = LoopClock()
     bus = EventBus()
@@ -195,11 +220,6 @@ async def simulate_policy(
 
     collect_per_step = config.garbage_collection == "per_step"
     pause_collector = config.garbage_collection != "automatic"
-
-    health = RunHealth(
-        starvation_bound_s=simulation.rollout.scheduler.starvation_bound_s,
-        step_budget_s=config.conductor.deadline.step_budget_s,
-    )
 
     def record(batch: Batch) -> None:
         health.on_batch(batch)

@@ -8,15 +8,30 @@ import socket
 import threading
 import time
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from harness.config import load_config
 from rollout.cli.app import app
 from rollout.cli.run import DEFAULT_RUN_CONFIG
+from rollout.engines.sim import SimEngine
+from rollout.engines.sim.batcher import SimEngineCounters
 from rollout.errors import RolloutError
+from rollout.jobs.config import SimulateConfig
+from rollout.jobs.policies import resolve_policy
 from rollout.jobs.run_health import RunHealth
+from rollout.jobs.simulation import (
+    Simulation,
+    load_simulation,
+    simulate_policy,
+    simulated_conductor,
+)
+from rollout.sim.trainer import SimulatedTrainer
+from rollout.sim.vtime import run_virtual
+from rollout.trajectories.batch import Batch
 from tests.paths import CONFIGS
 from tests.rollout.cli.test_cli_run import SPANS_TASK, TINY_RUN
 
@@ -97,3 +112,94 @@ def test_a_metrics_port_in_use_is_a_clear_error() -> None:
         port = taken.getsockname()[1]
         with pytest.raises(RolloutError, match=f"--metrics-port {port}.*free port"):
             RunHealth(starvation_bound_s=None, step_budget_s=None, metrics_port=port)
+
+
+# -- tokens per engine step against its budget; `conductor simulate --metrics-port` ----------
+
+
+def _simulation(*overrides: str) -> Simulation:
+    config = CONFIGS / "simulate" / "short_context.yaml"
+    settings = load_config(SimulateConfig, config, [*TINY_SIM, *overrides])
+    return load_simulation(settings, config.parent)
+
+
+def test_the_step_fill_figure_agrees_with_the_engines_own_counters() -> None:
+    simulation = _simulation()
+    health = RunHealth(starvation_bound_s=None, step_budget_s=None)
+
+    async def main() -> tuple[dict[str, object], SimEngineCounters]:
+        async with simulated_conductor(simulation, resolve_policy("conductor")) as conductor:
+            health.attach(conductor)
+            trainer = SimulatedTrainer(simulation.config.trainer, on_batch=health.on_batch)
+            await trainer.run(conductor, 2)
+            engine = conductor.engine(simulation.engine.name)
+            assert isinstance(engine, SimEngine)
+            summary = health.finish(conductor, None)
+            return summary, replace(engine.counters)
+
+    summary, counters = run_virtual(main())
+    fill = summary["engine_step_fill"]
+    assert isinstance(fill, dict)
+    prefill, decode = fill["prefill"], fill["decode"]
+    assert fill["steps"] == counters.prefill_steps + counters.decode_steps > 0
+    assert (prefill["steps"], decode["steps"]) == (counters.prefill_steps, counters.decode_steps)
+    # mixed_chunk is off: a prefill step runs prompt tokens only, a decode step one per request
+    assert prefill["tokens"] == counters.prefill_tokens
+    assert decode["tokens"] == counters.decode_tokens
+    assert prefill["budget_tokens"] == simulation.engine.max_prefill_tokens
+    assert decode["budget_tokens"] == simulation.engine.max_running_requests
+    # every decode step ran at least one request, and no step over its budget
+    assert 1 / simulation.engine.max_running_requests <= decode["mean_fill"] <= 1.0
+    assert 0.0 < fill["mean_fill"] <= fill["p99_fill"] <= 1.0
+
+
+def _scrape(port: int) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+        text = reply.read().decode()
+    pairs = (line.rsplit(" ", 1) for line in text.splitlines() if line and line[0] != "#")
+    return {name: float(value) for name, value in pairs}
+
+
+def test_a_simulated_run_serves_live_health_metrics_in_virtual_time(tmp_path: Path) -> None:
+    simulation = _simulation("conductor.deadline.step_budget_s=3")
+    port = _free_port()
+    scraped: list[dict[str, float]] = []
+
+    def scrape(batch: Batch) -> None:  # on the loop's thread; the server answers on its own
+        scraped.append(_scrape(port))
+
+    run = run_virtual(
+        simulate_policy(
+            simulation,
+            resolve_policy("conductor"),
+            run_dir=tmp_path / "conductor",
+            on_batch=scrape,
+            metrics_port=port,
+        )
+    )
+    assert [page["conductor_trainer_steps_total"] for page in scraped] == [1.0, 2.0]
+    last = scraped[-1]
+    assert last["conductor_generation_starts_total"] > 0
+    assert 0.0 < last["conductor_engine_step_fill_mean"] <= last["conductor_engine_step_fill_p99"]
+    # virtual seconds: the blocked time is the simulated trainer's wait, not wall time
+    health = json.loads((tmp_path / "conductor" / "health.json").read_text())
+    blocked_sum = last["conductor_trainer_blocked_seconds_sum"]
+    assert blocked_sum == pytest.approx(health["trainer_blocked_total_s"])
+    assert run.summary.policy == "conductor"
+    with pytest.raises(OSError):  # the endpoint closed with the run
+        _scrape(port)
+
+
+def test_conductor_simulate_says_when_its_metrics_port_is_taken(tmp_path: Path) -> None:
+    config = CONFIGS / "simulate" / "short_context.yaml"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        args = ["simulate", str(config), *TINY_SIM, "policies=[conductor]", "--out"]
+        args += [str(tmp_path), "--metrics-port", str(port)]
+        result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1
+    output = " ".join(result.output.split())
+    assert f"--metrics-port {port}: cannot listen" in output and "free port" in output
+    assert not list(tmp_path.glob("*/conductor/steps.jsonl"))  # nothing ran
