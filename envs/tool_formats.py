@@ -33,7 +33,7 @@ from envs.swe.actions import ParsedAction, ToolSpec, parse_action
 __all__ = ["TOOL_FORMATS", "ToolFormat", "called_tool", "render_call", "tool_instructions"]
 
 ToolFormat = Literal["tool_call", "tool_call_xml", "json"]
-TOOL_FORMATS: tuple[str, ...] = get_args(ToolFormat)
+TOOL_FORMATS: tuple[ToolFormat, ...] = get_args(ToolFormat)
 """The formats a source may choose, in the order the docs list them."""
 
 
