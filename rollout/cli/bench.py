@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import textwrap
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
@@ -16,7 +19,13 @@ from harness.images import ensure_base_image
 from harness.sandbox.docker import docker_client
 from rollout.cli.console import console, fail
 
+if TYPE_CHECKING:
+    from rollout.jobs.bench_rollout import SeedSpread
+    from rollout.observe.bench_plots import BenchFigureConfig
+
 __all__ = ["app"]
+
+DEFAULT_BENCH_FIGURES_CONFIG = Path(__file__).parents[2] / "configs/report/bench.yaml"
 
 app = typer.Typer(help="Benchmarks (compare side by side in one run).", no_args_is_help=True)
 
@@ -114,6 +123,15 @@ def bench_rollout(
     markdown: Path | None = typer.Option(
         None, help="also append the table, as Markdown, to this file (for docs/benchmarks.md)"
     ),
+    figures: Path | None = typer.Option(
+        None,
+        help="also draw comparison PNGs of the first seed's runs into this new folder (busy "
+        "fraction, KV occupancy and hits, env share, throughput vs T_next); the runs are "
+        "kept in its runs/ (open one with `conductor report`)",
+    ),
+    figures_config: Path = typer.Option(
+        DEFAULT_BENCH_FIGURES_CONFIG, help="figure config (YAML) for --figures"
+    ),
 ) -> None:
     """Policies over several seeds (SIMULATED): T_next mean and min–max, ratios that count."""
     from harness.errors import ConfigError
@@ -127,7 +145,11 @@ def bench_rollout(
     )
 
     seed_list = [int(part) for part in seeds.split(",") if part.strip()]
+    record_dir = None if figures is None else figures / "runs"
     try:
+        if record_dir is not None and record_dir.exists() and any(record_dir.iterdir()):
+            raise ValueError(f"{record_dir} is not empty: give --figures a new folder")
+        figure_settings = None if figures is None else _figure_config(figures_config)
         variants = [variant for text in sweep for variant in parse_sweep(text)]
         with console.status("simulating") as status:
             results = run_seeds(
@@ -136,6 +158,7 @@ def bench_rollout(
                 seed_list,
                 variants=variants,
                 progress=lambda line: status.update(line),
+                record_dir=record_dir,
             )
     except (ConfigError, ValueError) as exc:
         fail(str(exc))
@@ -164,6 +187,43 @@ def bench_rollout(
         console.print(f"appended the table to {markdown}")
     for line in best_lines:
         console.print(escape(line))
+    if figures is not None and figure_settings is not None:
+        _draw_figures(results, figures, figure_settings, config, overrides or [], seed_list[0])
+
+
+def _figure_config(path: Path) -> BenchFigureConfig:
+    from harness.config import load_config
+    from rollout.observe.bench_plots import BenchFigureConfig
+
+    return load_config(BenchFigureConfig, path, [])
+
+
+def _draw_figures(
+    results: Sequence[SeedSpread],
+    out_dir: Path,
+    settings: BenchFigureConfig,
+    config: Path,
+    overrides: Sequence[str],
+    seed: int,
+) -> None:
+    """The comparison PNGs of `rollout.observe.bench_plots` from the recorded first seed."""
+    from rollout.observe.bench_plots import counter_examples, load_policy_trace, write_bench_figures
+
+    traces = [
+        load_policy_trace(result.policy, result.run_dir)
+        for result in results
+        if result.run_dir is not None
+    ]
+    cell = " ".join([config.name, *(o for o in overrides if not o.startswith("policies="))])
+    subtitle = textwrap.fill(f"{cell}, seed {seed}", width=110)
+    written = write_bench_figures(traces, out_dir, settings, subtitle)
+    for caption, path in written.items():
+        console.print(f"{escape(caption)}: {path}")
+    worse = counter_examples(traces)
+    if worse:
+        console.print(
+            escape(f"more generated tokens/s than ours yet a longer T_next: {', '.join(worse)}")
+        )
 
 
 @app.command("swe")

@@ -11,6 +11,11 @@ A baseline is compared at its best setting: a *sweep* (`parse_sweep`, e.g.
 `traj_async:conductor.agent_slots=8,16,32`) runs a policy once per value of one of its knobs,
 and `best_of_sweeps` keeps the value with the lowest mean T_next.
 
+*Figures*: with a `record_dir`, `run_seeds` records each policy's run of the first seed to a
+run directory of its own (`record_dir/<run_dir_name(policy)>`, steps, events and engine
+samples; no trajectories) for the comparison figures of `rollout.observe.bench_plots`.
+Recording changes no timing: those runs' summaries are the table's.
+
 *Weak scaling* (`run_weak_scaling`, `scripts/weak_scaling.py`) runs the first policy of a
 config on N = 1, 8, 64, ... engines with the work per engine fixed: `weak_scaling_overrides`
 multiplies B (groups_per_step), the engines and the env nodes by N. Each run's wall time is
@@ -19,10 +24,11 @@ measured too, so the simulator's own cost at scale is visible.
 
 from __future__ import annotations
 
+import re
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness.config import load_config
@@ -43,6 +49,7 @@ __all__ = [
     "markdown_table",
     "parse_sweep",
     "ratios_to_ours",
+    "run_dir_name",
     "run_seeds",
     "run_weak_scaling",
     "spread",
@@ -117,6 +124,7 @@ class SeedSpread:
 
     policy: str
     summaries: tuple[RunSummary, ...]
+    run_dir: Path | None = None  # the first seed's recorded run (with `run_seeds(record_dir=)`)
 
     def t_next(self) -> Spread:
         return spread([s.mean_t_next_s for s in self.summaries])
@@ -149,6 +157,11 @@ def ratios_to_ours(results: Sequence[SeedSpread]) -> Mapping[str, Ratio]:
     }
 
 
+def run_dir_name(policy: str) -> str:
+    """A file-system-safe directory name for a policy or variant label."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", policy).strip("_") or "policy"
+
+
 def run_seeds(
     config_path: Path,
     overrides: Sequence[str],
@@ -156,13 +169,16 @@ def run_seeds(
     *,
     variants: Sequence[Variant] = (),
     progress: Callable[[str], None] = lambda _: None,
+    record_dir: Path | None = None,
 ) -> list[SeedSpread]:
-    """Every policy of the config at `config_path`, then every variant, on every seed."""
+    """Every policy of the config at `config_path`, then every variant, on every seed; with
+    `record_dir`, the first seed's runs are recorded there (module doc)."""
     if not seeds:
         raise ValueError("give at least one seed")
     base_dir = config_path.resolve().parent
     per_policy: dict[str, list[RunSummary]] = {}
-    for seed in seeds:
+    recorded: dict[str, Path] = {}
+    for index, seed in enumerate(seeds):
         settings = load_config(SimulateConfig, config_path, [*overrides, f"seed={seed}"])
         shared = load_simulation(settings, base_dir)  # every listed policy runs on it
         runs = [(resolve_policy_spec(spec), shared) for spec in settings.policies]
@@ -174,9 +190,20 @@ def run_seeds(
             runs.append((policy, load_simulation(tuned, base_dir)))
         for policy, simulation in runs:
             progress(f"seed {seed}: {policy.name}")
-            run = run_virtual(simulate_policy(simulation, policy))
+            run_dir = None
+            if record_dir is not None and index == 0:
+                run_dir = record_dir / run_dir_name(policy.name)
+                if run_dir in recorded.values() or (run_dir.exists() and any(run_dir.iterdir())):
+                    raise ValueError(f"{run_dir} is taken (a run directory must start empty)")
+                recorded[policy.name] = run_dir
+                quiet = simulation.config.model_copy(update={"write_trajectories": False})
+                simulation = replace(simulation, config=quiet)
+            run = run_virtual(simulate_policy(simulation, policy, run_dir=run_dir))
             per_policy.setdefault(policy.name, []).append(run.summary)
-    return [SeedSpread(name, tuple(summaries)) for name, summaries in per_policy.items()]
+    return [
+        SeedSpread(name, tuple(summaries), recorded.get(name))
+        for name, summaries in per_policy.items()
+    ]
 
 
 COLUMNS = ("policy", "T_next", "÷ ours", "counts", "÷ floor", "length bias", "staleness",

@@ -22,7 +22,19 @@ from harness.events import Phase
 from rollout.observe.metrics import RunMetrics
 from rollout.observe.phase_metrics import SAMPLE_PHASES, PhaseTotals, SampleTimeline
 
-__all__ = ["PHASE_COLORS", "PlotConfig", "trailing_mean", "write_plots"]
+__all__ = [
+    "PERCENT",
+    "PHASE_COLORS",
+    "PHASE_LABELS",
+    "PlotConfig",
+    "draw_phase_shares",
+    "mark_batches",
+    "new_figure",
+    "save_png",
+    "smoothing_window_s",
+    "trailing_mean",
+    "write_plots",
+]
 
 
 class PlotConfig(FrozenConfig):
@@ -80,7 +92,7 @@ PHASE_COLORS: Mapping[Phase, str] = MappingProxyType(
         Phase.INFRA_ERROR: "#000000",
     }
 )
-_PHASE_LABELS: Mapping[Phase, str] = MappingProxyType(
+PHASE_LABELS: Mapping[Phase, str] = MappingProxyType(
     {
         Phase.PRE_GEN: "pre_gen (queue + KV reload)",
         Phase.GEN: "gen",
@@ -93,7 +105,7 @@ _PHASE_LABELS: Mapping[Phase, str] = MappingProxyType(
     }
 )
 _MARKER_PHASES = (Phase.PREEMPT, Phase.INTERRUPT, Phase.INFRA_ERROR)
-_PERCENT = 100.0
+PERCENT = 100.0
 
 
 def write_plots(
@@ -107,9 +119,7 @@ def write_plots(
     drawn: dict[str, Path] = {}
 
     def save(caption: str, name: str, figure: Figure) -> None:
-        path = plots_dir / name
-        FigureCanvasAgg(figure).print_png(path)
-        drawn[caption] = path
+        drawn[caption] = save_png(figure, plots_dir / name)
 
     save("T_next per training step", "t_next.png", _t_next_figure(metrics, config))
     if metrics.engines:
@@ -138,23 +148,67 @@ def trailing_mean(t_s: Sequence[float], values: Sequence[float], window_s: float
     return smoothed
 
 
-# -- figures ----------------------------------------------------------------------------------
+def smoothing_window_s(config: PlotConfig, t_s: Sequence[float]) -> float:
+    """The trailing window of a smoothed busy curve over samples at `t_s` (sorted, non-empty)."""
+    return max(config.busy_window_s, config.busy_window_fraction * (t_s[-1] - t_s[0]))
 
 
-def _figure(config: PlotConfig, rows: int = 1, height_in: float | None = None) -> Figure:
+# -- shared drawing helpers (also used by rollout.observe.bench_plots) ------------------------
+
+
+def new_figure(config: PlotConfig, rows: int = 1, height_in: float | None = None) -> Figure:
+    """An empty figure `config.width_in` wide, `rows` × `config.height_in` high (or `height_in`)."""
     height = config.height_in * rows if height_in is None else height_in
     return Figure(figsize=(config.width_in, height), dpi=config.dpi, layout="constrained")
 
 
-def _mark_steps(axes: Axes, metrics: RunMetrics) -> None:
-    for index, step in enumerate(metrics.steps):
+def save_png(figure: Figure, path: Path) -> Path:
+    """Render `figure` to the PNG file `path` (Agg canvas, no pyplot); returns `path`."""
+    FigureCanvasAgg(figure).print_png(path)
+    return path
+
+
+def mark_batches(
+    axes: Axes,
+    completed_s: Sequence[float],
+    *,
+    color: str = "#888888",
+    label: str | None = "batch complete",
+) -> None:
+    """A dotted vertical line at each batch completion; `label` on the first one only."""
+    for index, time_s in enumerate(completed_s):
         axes.axvline(
-            step.completed_s,
-            color="#888888",
+            time_s,
+            color=color,
             linestyle=":",
             linewidth=0.8,
-            label="batch complete" if index == 0 else None,
+            label=label if index == 0 else None,
         )
+
+
+def draw_phase_shares(axes: Axes, bars: Sequence[tuple[str, PhaseTotals]]) -> list[int]:
+    """One stacked bar per (label, totals): each phase's share of sample time (%), in
+    `SAMPLE_PHASES` order and `PHASE_COLORS`; returns the bar positions (0, 1, ...)."""
+    positions = list(range(len(bars)))
+    bottoms = [0.0] * len(bars)
+    for phase in SAMPLE_PHASES:
+        heights = [(totals.share(phase) or 0.0) * PERCENT for _, totals in bars]
+        axes.bar(
+            positions,
+            heights,
+            bottom=bottoms,
+            color=PHASE_COLORS[phase],
+            label=PHASE_LABELS[phase],
+        )
+        bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
+    return positions
+
+
+# -- figures ----------------------------------------------------------------------------------
+
+
+def _mark_steps(axes: Axes, metrics: RunMetrics) -> None:
+    mark_batches(axes, [step.completed_s for step in metrics.steps])
 
 
 def _step_ticks(axes: Axes, positions: Sequence[float], labels: Sequence[str], most: int) -> None:
@@ -167,7 +221,7 @@ def _step_ticks(axes: Axes, positions: Sequence[float], labels: Sequence[str], m
 
 
 def _t_next_figure(metrics: RunMetrics, config: PlotConfig) -> Figure:
-    figure = _figure(config)
+    figure = new_figure(config)
     axes = figure.add_subplot()
     steps = [step.step for step in metrics.steps]
     axes.bar(steps, [s.t_next_s for s in metrics.steps], color=PHASE_COLORS[Phase.GEN])
@@ -188,12 +242,11 @@ def _t_next_figure(metrics: RunMetrics, config: PlotConfig) -> Figure:
 
 
 def _busy_figure(metrics: RunMetrics, config: PlotConfig) -> Figure:
-    figure = _figure(config)
+    figure = new_figure(config)
     axes = figure.add_subplot()
     for engine in metrics.engines:
-        raw = [value * _PERCENT for value in engine.busy]
-        span_s = engine.t_s[-1] - engine.t_s[0]
-        window_s = max(config.busy_window_s, config.busy_window_fraction * span_s)
+        raw = [value * PERCENT for value in engine.busy]
+        window_s = smoothing_window_s(config, engine.t_s)
         if config.busy_window_s <= 0:
             axes.plot(engine.t_s, raw, linewidth=1.2, label=engine.engine)
             continue
@@ -219,11 +272,11 @@ def _busy_figure(metrics: RunMetrics, config: PlotConfig) -> Figure:
 
 
 def _kv_figure(metrics: RunMetrics, config: PlotConfig) -> Figure:
-    figure = _figure(config, rows=2)
+    figure = new_figure(config, rows=2)
     occupancy, hits = figure.subplots(2, 1, sharex=True)
     for engine in metrics.engines:
-        occupancy.plot(engine.t_s, [v * _PERCENT for v in engine.kv_occupancy], label=engine.engine)
-        hits.plot(engine.t_s, [v * _PERCENT for v in engine.hit_rate], label=engine.engine)
+        occupancy.plot(engine.t_s, [v * PERCENT for v in engine.kv_occupancy], label=engine.engine)
+        hits.plot(engine.t_s, [v * PERCENT for v in engine.hit_rate], label=engine.engine)
     _mark_steps(occupancy, metrics)
     _mark_steps(hits, metrics)
     occupancy.set(
@@ -243,7 +296,7 @@ def _kv_figure(metrics: RunMetrics, config: PlotConfig) -> Figure:
 
 
 def _phase_figure(metrics: RunMetrics, config: PlotConfig) -> Figure:
-    figure = _figure(config)
+    figure = new_figure(config)
     axes = figure.add_subplot()
     bars: list[tuple[str, PhaseTotals]] = [
         (str(step.step), phases)
@@ -251,18 +304,7 @@ def _phase_figure(metrics: RunMetrics, config: PlotConfig) -> Figure:
         if phases.sample_time_s > 0
     ]
     bars.append(("all", metrics.phases))
-    positions = list(range(len(bars)))
-    bottoms = [0.0] * len(bars)
-    for phase in SAMPLE_PHASES:
-        heights = [(totals.share(phase) or 0.0) * _PERCENT for _, totals in bars]
-        axes.bar(
-            positions,
-            heights,
-            bottom=bottoms,
-            color=PHASE_COLORS[phase],
-            label=_PHASE_LABELS[phase],
-        )
-        bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
+    positions = draw_phase_shares(axes, bars)
     _step_ticks(axes, positions, [label for label, _ in bars], config.max_step_labels)
     e_rollout = metrics.e_rollout
     e_text = "n/a" if e_rollout is None else f"{e_rollout:.1%}"
@@ -277,7 +319,7 @@ def _phase_figure(metrics: RunMetrics, config: PlotConfig) -> Figure:
 
 
 def _staleness_figure(metrics: RunMetrics, config: PlotConfig) -> Figure:
-    figure = _figure(config)
+    figure = new_figure(config)
     axes = figure.add_subplot()
     values = [value for value, _ in metrics.staleness_histogram]
     axes.bar(values, [count for _, count in metrics.staleness_histogram], color="#457b9d")
@@ -294,7 +336,7 @@ def _staleness_figure(metrics: RunMetrics, config: PlotConfig) -> Figure:
 def _timeline_figure(timelines: Sequence[SampleTimeline], config: PlotConfig) -> Figure:
     rows = len(timelines)
     height = max(config.height_in, rows * config.timeline_row_in + 1.5)
-    figure = _figure(config, height_in=height)
+    figure = new_figure(config, height_in=height)
     axes = figure.add_subplot()
     labelled: set[Phase] = set()
 
@@ -302,7 +344,7 @@ def _timeline_figure(timelines: Sequence[SampleTimeline], config: PlotConfig) ->
         if phase in labelled:
             return None
         labelled.add(phase)
-        return _PHASE_LABELS[phase]
+        return PHASE_LABELS[phase]
 
     bar_rows = {phase: (-0.35, 0.7) for phase in SAMPLE_PHASES}
     # env_init overlaps the first generation, so it is drawn as a thin bar under the row.
@@ -337,7 +379,7 @@ def _timeline_figure(timelines: Sequence[SampleTimeline], config: PlotConfig) ->
         ylabel="sample",
     )
     handles, labels = axes.get_legend_handles_labels()
-    order = list(_PHASE_LABELS.values())
+    order = list(PHASE_LABELS.values())
     ranked = sorted(zip(labels, handles, strict=True), key=lambda pair: order.index(pair[0]))
     axes.legend(
         [handle for _, handle in ranked],

@@ -12,7 +12,9 @@ nothing engine-specific, so they work for SGLang as for the simulator.
 
 with `busy` the fraction of the interval since the previous sample that the engine was busy
 (from the engine's cumulative `busy_s`, also written as an extra key) and cumulative token
-counters for the rest.
+counters for the rest. Extra keys: KV traffic between tiers, the host tier's used and capacity
+tokens (`kv_host_used_tokens`, `kv_host_capacity_tokens`; 0 without a host tier) and the
+cumulative `generated_tokens`.
 """
 
 from __future__ import annotations
@@ -87,6 +89,10 @@ def timeseries_record(
         "kv_offloads": float(extra.get("kv_offloads", 0.0)),
         "kv_prefetches": float(extra.get("kv_prefetches", 0.0)),
         "kv_prefetches_in_time": float(extra.get("kv_prefetches_in_time", 0.0)),
+        # Host KV tier (0 for an engine without one) and decode output, for the bench figures.
+        "kv_host_used_tokens": float(extra.get("kv_host_used_tokens", 0.0)),
+        "kv_host_capacity_tokens": float(extra.get("kv_host_capacity_tokens", 0.0)),
+        "generated_tokens": counters.generated_tokens,
     }
 
 

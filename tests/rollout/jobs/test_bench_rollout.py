@@ -89,3 +89,34 @@ def test_the_command_appends_its_table_as_markdown(tmp_path) -> None:  # type: i
     text = out.read_text()
     assert text.startswith("**SIMULATED") and "| policy | T_next |" in text
     assert "| sync |" in text and "÷ floor" in text
+
+
+def test_recording_the_first_seed_for_figures_changes_no_figure(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    overrides = [*SMALL, "policies=[conductor]"]
+    variants = parse_sweep("traj_async:conductor.agent_slots=4")
+    plain = run_seeds(SHORT, overrides, [0, 1], variants=variants)
+    recorded = run_seeds(SHORT, overrides, [0, 1], variants=variants, record_dir=tmp_path)
+    assert [r.summaries for r in recorded] == [r.summaries for r in plain]
+    assert [r.run_dir for r in plain] == [None, None]
+    names = [r.run_dir.name for r in recorded if r.run_dir]
+    assert names == ["conductor", "traj_async_agent_slots_4"]
+    for result in recorded:
+        assert result.run_dir is not None
+        assert (result.run_dir / "steps.jsonl").read_text().count("\n") == 1  # seed 0 only
+        assert (result.run_dir / "timeseries.jsonl").exists()
+        assert not (result.run_dir / "trajectories.jsonl").exists()
+    with pytest.raises(ValueError, match="start empty"):
+        run_seeds(SHORT, overrides, [0], record_dir=tmp_path)
+
+
+def test_the_command_draws_the_comparison_figures_of_its_first_seed(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "figures"
+    overrides = [*SMALL, "policies=[conductor, sync]"]
+    args = ["rollout", str(SHORT), *overrides, "--seeds", "0", "--figures", str(out)]
+    done = CliRunner().invoke(app, args)
+    assert done.exit_code == 0, done.output
+    pngs = sorted(path.name for path in out.glob("*.png"))
+    assert pngs == ["busy.png", "env_share.png", "kv.png", "throughput.png"]
+    assert sorted(path.name for path in (out / "runs").iterdir()) == ["conductor", "sync"]
+    again = CliRunner().invoke(app, args)
+    assert again.exit_code != 0 and "not empty" in again.output
