@@ -1,33 +1,143 @@
 #!/usr/bin/env bash
 # The benchmark matrix of docs/benchmarks.md (SIMULATED): every cell is one `conductor bench
-# rollout` whose Markdown table is appended to $OUT. Usage: scripts/bench_matrix.sh [OUT] [SEEDS]
+# rollout` whose Markdown table goes to $OUT, in cell order.
+#
+#   scripts/bench_matrix.sh [--smoke | --list] [--jobs N] [OUT] [SEEDS]
+#
+# The matrix: 8B-like and 32B-like models × swe_like / heavy_tail / short_context × B ∈ {4, 16}
+# × async_factor ∈ {0, 2}. async_factor 0 and 1 are the same run (both mean on-policy: the
+# config maps 0 to 1, rollout/core/config.py), so 1 is not run twice. Every cell runs ours,
+# sync and traj_async with its agent-slot sweep (the tuned baseline); off-policy cells add
+# aggressive and kv_throttle; the KV-tight off-policy cells (swe_like and heavy_tail with the
+# 32B-like model, swe_like with the 8B-like model at B=16) add kv_throttle at a 40 % watermark
+# and the single-factor ablations, and draw the comparison figures of their first seed into
+# ${OUT%.md}_figures/<cell>/ (`--figures`).
+#
+# --jobs N runs N cells at once (default 2: one per core of the reference machine); each
+# cell's wall time goes to stderr, and the whole run's at the end. --smoke runs one tiny cell
+# (seconds; what CI runs); --list prints each cell's id and arguments and runs nothing.
+# SEEDS defaults to 0,1,2,3,4.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+SMOKE=0
+LIST=0
+JOBS=2
+while [[ $# -gt 0 && $1 == --* ]]; do
+  case $1 in
+    --smoke) SMOKE=1; shift ;;
+    --list) LIST=1; shift ;;
+    --jobs) JOBS=$2; shift 2 ;;
+    *) echo "unknown option $1 (usage: $0 [--smoke | --list] [--jobs N] [OUT] [SEEDS])" >&2; exit 2 ;;
+  esac
+done
 OUT=${1:-runs/benchmarks.md}
 SEEDS=${2:-0,1,2,3,4}
-BENCH=(.venv/bin/conductor bench rollout --seeds "$SEEDS" --markdown "$OUT")
+FIGURES=${OUT%.md}_figures
+CONDUCTOR=${CONDUCTOR:-.venv/bin/conductor}
+if [[ $LIST == 0 && -d $FIGURES && -n $(ls -A "$FIGURES") ]]; then
+  echo "$FIGURES is not empty: move it away first (the figures' runs go there)" >&2
+  exit 2
+fi
+PARTS=$(mktemp -d)
+trap 'rm -rf "$PARTS"' EXIT
+mkdir -p "$(dirname "$OUT")"
+CELLS=0
+STARTED=$SECONDS
+
+# cell ID [--figures] CONFIG [ARGS...]: one bench in the background, at most JOBS at once.
+cell() {
+  local id=$1 figures=()
+  shift
+  if [[ $1 == --figures ]]; then
+    figures=(--figures "$FIGURES/$id")
+    shift
+  fi
+  CELLS=$((CELLS + 1))
+  if [[ $LIST == 1 ]]; then
+    echo "$id: ${figures[*]} $*"
+    return
+  fi
+  local part
+  part=$(printf '%s/%03d' "$PARTS" "$CELLS")
+  while [[ $(jobs -rp | wc -l) -ge $JOBS ]]; do
+    wait -n || true # a failed cell leaves no .ok file; it is reported at the end
+  done
+  (
+    start=$SECONDS
+    if "$CONDUCTOR" bench rollout --seeds "$SEEDS" --markdown "$part.md" "${figures[@]}" "$@" \
+      >"$part.log" 2>&1; then
+      if [[ ${#figures[@]} -gt 0 ]]; then
+        printf 'Figures of seed %s: %s/{busy,kv,env_share,throughput}.png\n\n' \
+          "${SEEDS%%,*}" "${figures[1]}" >>"$part.md"
+      fi
+      touch "$part.ok"
+      echo "== $id: $((SECONDS - start)) s" >&2
+    else
+      echo "== $id FAILED after $((SECONDS - start)) s:" >&2
+      tail -n 20 "$part.log" >&2
+    fi
+  ) &
+}
+
 M32=model.path=../model/qwen3_32b_h200.yaml
 ABLATIONS="no_priority,no_preemption,no_kv_hints,no_live_gate,no_kv_residency"
-: >"$OUT"
-cell() { echo "== $*" >&2; /usr/bin/time -f "   %e s" "${BENCH[@]}" "$@" >/dev/null; }
+KV40="{name: kv_throttle_40, base: kv_throttle, low_priority_kv_watermark: 0.4}"
 
-# KV-tight: swe_like with the 32B-like model (KV pool 248,576 tokens)
-cell configs/simulate/swe_like.yaml "$M32" \
-  "policies=[conductor,sync,traj_async,aggressive,kv_throttle,{name: kv_throttle_40, base: kv_throttle, low_priority_kv_watermark: 0.4},$ABLATIONS]" \
-  --sweep traj_async:conductor.agent_slots=8,12,16
-# KV-tight: heavy_tail with the 32B-like model
-cell configs/simulate/heavy_tail.yaml "$M32" \
-  "policies=[conductor,sync,traj_async,kv_throttle,no_kv_residency]" \
-  --sweep traj_async:conductor.agent_slots=8,16
-# KV-tight: swe_like with the 8B-like model at B=16
-cell configs/simulate/swe_like.yaml groups_per_step=16 \
-  "policies=[conductor,traj_async,kv_throttle,no_kv_residency]" \
-  --sweep traj_async:conductor.agent_slots=32
-# The 8B-like defaults
-cell configs/simulate/swe_like.yaml \
-  "policies=[conductor,sync,traj_async,aggressive,kv_throttle,$ABLATIONS]" \
-  --sweep traj_async:conductor.agent_slots=16,32
-cell configs/simulate/heavy_tail.yaml "policies=[conductor,sync,traj_async,kv_throttle]"
-cell configs/simulate/short_context.yaml "policies=[conductor,sync,traj_async,aggressive]"
-# On-policy (async_factor 1): the staleness bound leaves nothing to overlap
-cell configs/simulate/swe_like.yaml async_factor=1 "policies=[conductor,sync,traj_async]"
+# The agent-slot sweep of traj_async (its one knob), sized around each model's KV pool at B.
+slots() { # MODEL B
+  case "$1:$2" in
+    8B:4) echo 16,32 ;;
+    8B:16) echo 32 ;; # plain traj_async is the 64-slot end
+    32B:4) echo 8,12,16 ;;
+    32B:16) echo 8,16 ;;
+  esac
+}
+kv_tight() { # MODEL WORKLOAD B
+  [[ $1 == 32B && $2 != short_context ]] || [[ $1:$2:$3 == 8B:swe_like:16 ]]
+}
+
+if [[ $SMOKE == 1 ]]; then
+  cell smoke configs/simulate/short_context.yaml steps=1 groups_per_step=2 group_size=2 \
+    trainer.train_time_s=1 "policies=[conductor,sync]" \
+    --sweep traj_async:conductor.agent_slots=2,4
+else
+  for model in 32B 8B; do
+    for workload in swe_like heavy_tail short_context; do
+      for b in 4 16; do
+        for async in 2 0; do
+          id="$workload-$model-B$b-a$async"
+          args=(configs/simulate/$workload.yaml groups_per_step=$b async_factor=$async)
+          [[ $model == 32B ]] && args+=("$M32")
+          policies=conductor,sync,traj_async
+          extra=()
+          if [[ $async != 0 ]]; then
+            policies+=,aggressive,kv_throttle
+            if kv_tight $model $workload $b; then
+              policies+=",$KV40,$ABLATIONS"
+              extra=(--figures)
+            fi
+          fi
+          cell "$id" "${extra[@]}" "${args[@]}" "policies=[$policies]" \
+            --sweep "traj_async:conductor.agent_slots=$(slots $model $b)"
+        done
+      done
+    done
+  done
+fi
+
+if [[ $LIST == 1 ]]; then
+  exit 0
+fi
+wait
+: >"$OUT"
+FAILED=0
+for part in "$PARTS"/*.md; do
+  [[ -e ${part%.md}.ok ]] || FAILED=$((FAILED + 1))
+  cat "$part" >>"$OUT"
+done
+echo "== $CELLS cells in $((SECONDS - STARTED)) s (--jobs $JOBS); tables in $OUT" >&2
+if [[ $FAILED -gt 0 || $(find "$PARTS" -name '*.ok' | wc -l) -ne $CELLS ]]; then
+  echo "== some cells FAILED (see above)" >&2
+  exit 1
+fi

@@ -1,0 +1,57 @@
+"""scripts/bench_matrix.sh: the smoke cell runs and writes a table; the full matrix's cells."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.paths import REPO_ROOT
+
+SCRIPT = REPO_ROOT / "scripts" / "bench_matrix.sh"
+
+
+def run_script(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CONDUCTOR": str(Path(sys.executable).parent / "conductor")}
+    return subprocess.run(
+        ["bash", str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=300
+    )
+
+
+def test_the_smoke_cell_writes_a_simulated_table_with_the_tuned_baseline(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "bench.md"
+    done = run_script("--smoke", str(out), "0")
+    assert done.returncode == 0, done.stderr
+    text = out.read_text()
+    assert text.startswith("**SIMULATED") and "| policy | T_next |" in text
+    assert "| conductor |" in text and "| traj_async[agent_slots=2] |" in text
+    assert "best traj_async:" in text
+    assert "== smoke:" in done.stderr and "1 cells in" in done.stderr
+
+
+def test_the_matrix_covers_both_models_every_workload_both_batch_sizes_and_async_factors() -> None:
+    done = run_script("--list")
+    assert done.returncode == 0, done.stderr
+    cells = dict(line.split(": ", 1) for line in done.stdout.splitlines())
+    expected = {
+        f"{workload}-{model}-B{b}-a{factor}"
+        for model in ("8B", "32B")
+        for workload in ("swe_like", "heavy_tail", "short_context")
+        for b in (4, 16)
+        for factor in (0, 2)
+    }
+    assert set(cells) == expected
+    for cell, args in cells.items():
+        assert "policies=[conductor," in args and "--sweep traj_async:" in args, cell
+        assert f"groups_per_step={cell.split('-B')[1].split('-')[0]}" in args, cell
+        assert ("qwen3_32b" in args) == ("-32B-" in cell), cell
+    kv_tight = {
+        cell
+        for cell in cells
+        if cell.endswith("-a2")
+        and (cell.startswith(("swe_like-32B", "heavy_tail-32B")) or cell == "swe_like-8B-B16-a2")
+    }
+    with_ablations = {cell for cell, args in cells.items() if "no_kv_residency" in args}
+    assert with_ablations == kv_tight
+    assert {cell for cell, args in cells.items() if "--figures" in args} == kv_tight
