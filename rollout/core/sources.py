@@ -6,8 +6,9 @@ its priority class (`rollout.core.classes`), its group size and its sampling ove
 no I/O, no clock.
 
 Wiring: `conductor simulate` takes sources (`SimulateConfig.sources`, each with its own
-synthetic workload; configs/simulate/mixed.yaml). `conductor run` (SWE) still serves one source;
-a per-source chat template and tool format belong with its text envs and are not wired yet.
+synthetic workload; configs/simulate/mixed.yaml); `conductor run` takes them too
+(`RunConfig.sources`: each source's env, system prompt, chat template and tool format;
+rollout/jobs/run_sources.py, configs/run/mixed.yaml).
 
 Prompt indices stay one global space so the shell's prewarming and `Group.prompt_index` keep
 working: source i owns ``[offset_i, offset_i + n_i)`` (`SourceLayout`), in config order.
