@@ -271,3 +271,46 @@ def _check_run_dir(run_dir: Path, by_source: Mapping[str, Mapping[str, Any]]) ->
         for group in written
     }
     assert admitted and all(a["priority_class"] == classes[a["group_id"]] for a in admitted)
+
+
+def test_each_source_renders_with_its_own_template_over_the_runs_tokenizer(
+    tmp_path: Path,
+) -> None:
+    """chat_template: model is the tokenizer's own template, file a Jinja file of the source's,
+    chatml ChatML: the same conversation gets each source's template ids."""
+    from rollout.trajectories.hf_tokenizer import HFTokenizer
+    from rollout.trajectories.tokenizer import ChatPromptBuilder
+    from tests.rollout.trajectories.local_tokenizer import CHATML, save_local_tokenizer
+
+    tokenizer = HFTokenizer(save_local_tokenizer(tmp_path / "tok"))
+    loud = CHATML.replace("m['role']", "m['role'] | upper").replace("assistant", "ASSISTANT")
+    (tmp_path / "loud.jinja").write_text(loud)
+    sources = [
+        {"name": "model", "chat_template": "model", "system_prompt": "hi"},
+        {
+            "name": "file",
+            "chat_template": "file",
+            "chat_template_file": str(tmp_path / "loud.jinja"),
+            "system_prompt": "hi",
+        },
+        {"name": "chatml", "chat_template": "chatml", "system_prompt": "hi"},
+    ]
+    config = _mixed(sources, tokenizer_path=str(tokenizer.path))
+    loaded = load_run_sources(
+        config,
+        MIXED.parent,
+        tokenizer=tokenizer,
+        hf_tokenizer=tokenizer,
+        swe_config=SWEEnvConfig(),
+        select_tasks=select_tasks,
+    )
+    rendered = {}
+    for source in loaded:
+        chat_format = source.chat_format() if source.chat_format is not None else None
+        builder = ChatPromptBuilder(
+            tokenizer, source.template, [("system", "hi")], chat_format=chat_format
+        )
+        rendered[source.name] = tokenizer.decode(builder.open_turn())
+    assert rendered["model"] == "<|im_start|>system\nhi<|im_end|>\n<|im_start|>assistant\n"
+    assert rendered["file"] == "<|im_start|>SYSTEM\nhi<|im_end|>\n<|im_start|>ASSISTANT\n"
+    assert rendered["chatml"] == rendered["model"]  # the local tokenizer's template is ChatML
