@@ -146,6 +146,17 @@ class SchedulerConfig(FrozenConfig):
             "simulated A/B that would justify turning it on has not been run."
         ),
     )
+    source_affinity: bool = Field(
+        default=False,
+        description=(
+            "Prefix-aware placement by task source: a new sample whose group has no engine yet "
+            "prefers, among the engines with a free slot it may use (after critical_spread), "
+            "those that have run samples of its source (their shared system prompt is cached "
+            "there), then the most free slots as before. A tie-break only: it never makes a "
+            "sample wait and never reorders the queue. A no-op with one engine or without "
+            "sources."
+        ),
+    )
     starvation_bound_s: float | None = Field(
         default=None,
         gt=0.0,

@@ -48,7 +48,10 @@ Rules (DESIGN.md §2–3):
   preempted for a critical sample that residency would still not let start.
 * **Engines.** Each engine has `max_running_requests` slots. A sample is sticky to the engine
   of its first generation (its KV lives there); a group's new samples prefer the engine of
-  its siblings (shared prompt prefix), else the engine with most free slots.
+  its siblings (shared prompt prefix), else the engine with most free slots. With
+  `source_affinity`, a new sample then prefers the engines that have run samples of its task
+  source (a source-wide system prompt is cached there): a tie-break among the engines it may
+  use now (after `critical_spread`), never a wait.
 * **Data-parallel spread** (`critical_spread`, DESIGN.md §7). A new critical sample goes only
   to an engine generating fewer critical samples than its share, ceil(unfinished critical
   samples / unpaused engines), while one with a free slot is under it: critical groups spread
@@ -179,6 +182,7 @@ class _Entry:
     klass: PriorityClass = PriorityClass.NORMAL  # its priority class (promotion raises it)
     waiting_since_s: float = 0.0  # when its current wait (or its last promotion) began
     starve_token: int = -1  # its live node in the starvation heap; -1: none
+    source: str = ""  # its task source ('' = none)
 
     @property
     def turn_tokens(self) -> int:
@@ -250,6 +254,9 @@ class RolloutScheduler:
         self._assignment = PriorityAssignment()
         self._group_engine: dict[str, str] = {}
         self._group_entries: dict[str, dict[str, _Entry]] = {}  # live samples of each group
+        # source_affinity: source -> the engines that have started its samples (and so
+        # prefilled its shared prompt; a cache may evict it later: a preference, not a promise)
+        self._source_engines: dict[str, set[str]] = {}
         self._critical_live = 0  # live samples of critical groups (the critical work)
         self._victims_total = 0  # preemption candidates on unpaused engines
         self._draining_engines: set[str] = set()  # engines with a preemption in flight
@@ -360,6 +367,7 @@ class RolloutScheduler:
             Sample(event.sample_id, event.group_id),
             context_tokens=event.context_tokens,
             klass=event.priority_class,
+            source=event.source,
         )
         self._entries[event.sample_id] = entry
         if entry.klass is not PriorityClass.NORMAL:
@@ -576,6 +584,10 @@ class RolloutScheduler:
         for engine in usable:
             if engine.name == preferred:
                 return engine
+        if entry.source and self._config.source_affinity:
+            holding = self._source_engines.get(entry.source)
+            if holding:  # its source's prefix is warm there: a tie-break, never a wait
+                usable = [engine for engine in usable if engine.name in holding] or usable
         return max(usable, key=lambda engine: (engine.free_slots, engine.kv_headroom))
 
     def _under_critical_share(self, usable: list[_Engine]) -> list[_Engine]:
@@ -612,6 +624,8 @@ class RolloutScheduler:
 
     def _start(self, entry: _Entry, engine: _Engine, now_s: float) -> StartGeneration:
         resume = entry.sample.state in (SampleState.PREEMPTED, SampleState.INTERRUPTED)
+        if entry.engine is None and entry.source and self._config.source_affinity:
+            self._source_engines.setdefault(entry.source, set()).add(engine.name)
         self._dequeue(entry)
         entry.sample.advance(SampleState.GEN)
         engine.running.add(entry.sample.sample_id)

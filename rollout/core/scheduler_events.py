@@ -87,6 +87,7 @@ class SampleAdmitted:
     now_s: float = 0.0
     context_tokens: int = 0  # its prompt (what its first generation must hold in KV)
     priority_class: PriorityClass = PriorityClass.NORMAL  # its task source's class
+    source: str = ""  # its task source ('' = none): placement by shared prefix
 
 
 @dataclass(frozen=True, slots=True)

@@ -116,6 +116,7 @@ class AgentLoop:
                     self._now(),
                     context_tokens=self._record.length,
                     priority_class=self._sample.priority_class,
+                    source=self._sample.group.source,
                 )
             )
             self._in_scheduler = True
