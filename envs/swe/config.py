@@ -10,6 +10,7 @@ import re
 
 from pydantic import Field, field_validator, model_validator
 
+from envs.tool_formats import ToolFormat
 from harness.config import FrozenConfig
 
 __all__ = ["EpisodeConfig", "GradingConfig", "ObservationConfig", "SWEEnvConfig", "ToolsConfig"]
@@ -64,6 +65,12 @@ class ObservationConfig(FrozenConfig):
         ge=100,
         description="characters of an editor result kept (the editor clips views itself at "
         "tools.view_max_chars; this bounds messages that quote huge arguments)",
+    )
+    tool_format: ToolFormat = Field(
+        "tool_call",
+        description="how the first observation shows a tool call (envs/tool_formats.py: "
+        "tool_call, tool_call_xml, json); a task source sets its own tool_format here, so the "
+        "prompt never contradicts the tool block of its system message",
     )
 
 

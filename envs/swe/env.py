@@ -129,6 +129,7 @@ class SWEEnv(AgentEnv):
             workdir=self._config.tools.workdir,
             tools=self._tool_specs,
             max_steps=episode.max_steps,
+            tool_format=self._config.observation.tool_format,
         )
         info = {
             "task_id": task.instance_id,

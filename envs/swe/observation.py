@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from envs.swe.actions import ToolSpec
+from envs.tool_formats import ToolFormat, render_call
 
 __all__ = [
     "RenderedOutput",
@@ -104,19 +105,27 @@ def ignored_actions_note(ignored: int) -> str:
 
 
 def render_initial_prompt(
-    problem_statement: str, *, workdir: str, tools: Sequence[ToolSpec], max_steps: int
+    problem_statement: str,
+    *,
+    workdir: str,
+    tools: Sequence[ToolSpec],
+    max_steps: int,
+    tool_format: ToolFormat = "tool_call",
 ) -> str:
-    """The first observation: the issue to fix and how to act."""
+    """The first observation: the issue to fix and how to act, with a call example written in
+    `tool_format` (the one the system message describes)."""
     tool_lines = "\n".join(f"- {tool.name}: {tool.description}" for tool in tools)
+    example = render_call(tool_format, "bash", {"command": "ls"}).strip()
+    fenced = "(or a ```bash fenced block for a bash command). "
+    if tool_format != "tool_call":  # the fenced fallback is Hermes-style prose only
+        fenced = ""
     return (
         f"<issue>\n{problem_statement.strip()}\n</issue>\n\n"
         f"The repository is checked out at {workdir}. Change its non-test source files so that "
         "the issue is resolved; test files you change are ignored when grading.\n\n"
         f"Tools:\n{tool_lines}\n\n"
-        "Call exactly one tool per reply, as\n"
-        '<tool_call>{"name": "bash", "arguments": {"command": "ls"}}</tool_call>\n'
-        "(or a ```bash fenced block for a bash command). "
-        f"You have at most {max_steps} steps. Call `submit` when you are done."
+        f"Call exactly one tool per reply, as\n{example}\n"
+        f"{fenced}You have at most {max_steps} steps. Call `submit` when you are done."
     )
 
 

@@ -85,6 +85,13 @@ class RunSource:
         """The tool a model text calls, read in this source's tool format."""
         return called_tool(self.config.tool_format, text, self.tools)
 
+    def swe_config(self, run_config: SWEEnvConfig) -> SWEEnvConfig:
+        """The run's SWE env config with this source's tool format in its first observation."""
+        observation = run_config.observation.model_copy(
+            update={"tool_format": self.config.tool_format}
+        )
+        return run_config.model_copy(update={"observation": observation})
+
     def script(
         self,
         local_index: int,
@@ -222,7 +229,7 @@ def sourced_sessions(
                 raise RolloutError(f"no image was prepared for prompt {index} of {source.name!r}")
             if source.config.env == "swe":
                 task = source.tasks[index]
-                factory = SWEEnvFactory(task, swe_config, sandbox_spec, image)
+                factory = SWEEnvFactory(task, source.swe_config(swe_config), sandbox_spec, image)
                 return PooledEnv(factory, image, {"task_id": task.instance_id})
             return PooledEnv(partial(FileCheckEnv, tool_calls=True), image, {"task": index})
 

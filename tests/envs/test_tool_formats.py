@@ -9,6 +9,7 @@ import pytest
 
 from envs.example.env import example_tool_specs
 from envs.swe.actions import ParsedAction, parse_action, swe_tool_specs
+from envs.swe.observation import render_initial_prompt
 from envs.tool_formats import TOOL_FORMATS, ToolFormat, called_tool, render_call, tool_instructions
 
 CALLS: list[tuple[str, dict[str, Any]]] = [
@@ -46,3 +47,20 @@ def test_the_instructions_name_every_tool_and_differ_per_format(tool_format: Too
     assert all(tool.name in text for tool in tools)
     others = {tool_instructions(other, tools) for other in TOOL_FORMATS if other != tool_format}
     assert text not in others
+
+
+@pytest.mark.parametrize("tool_format", TOOL_FORMATS)
+def test_the_swe_first_observation_shows_its_call_example_in_the_sources_tool_format(
+    tool_format: ToolFormat,
+) -> None:
+    tools = swe_tool_specs()
+    prompt = render_initial_prompt(
+        "Fix it.", workdir="/testbed", tools=tools, max_steps=5, tool_format=tool_format
+    )
+    after = prompt.split("Call exactly one tool per reply, as\n", 1)[1]
+    example = after.split("\n(or a ", 1)[0].split("\nYou have at most", 1)[0]
+    parsed = parse_action(example, tools)
+    assert isinstance(parsed, ParsedAction)
+    assert (parsed.name, parsed.format) == ("bash", tool_format)
+    # only the Hermes format keeps the fenced-bash fallback hint
+    assert ("```bash" in prompt) == (tool_format == "tool_call")
