@@ -10,7 +10,7 @@ import re
 
 from pydantic import Field, field_validator, model_validator
 
-from envs.tool_formats import ToolFormat
+from envs.swe.tool_formats import ToolFormat
 from harness.config import FrozenConfig
 
 __all__ = ["EpisodeConfig", "GradingConfig", "ObservationConfig", "SWEEnvConfig", "ToolsConfig"]
@@ -68,7 +68,7 @@ class ObservationConfig(FrozenConfig):
     )
     tool_format: ToolFormat = Field(
         "tool_call",
-        description="how the first observation shows a tool call (envs/tool_formats.py: "
+        description="how the first observation shows a tool call (envs/swe/tool_formats.py: "
         "tool_call, tool_call_xml, json); a task source sets its own tool_format here, so the "
         "prompt never contradicts the tool block of its system message",
     )

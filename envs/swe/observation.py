@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from envs.swe.actions import ToolSpec
-from envs.tool_formats import ToolFormat, render_call
+from envs.swe.tool_formats import ToolFormat, render_call
 
 __all__ = [
     "RenderedOutput",

@@ -15,7 +15,7 @@ from typing import Any, Literal, Self, TypeVar
 from pydantic import Field, field_validator, model_validator
 
 from envs.swe.datasets import DatasetConfig
-from envs.tool_formats import ToolFormat
+from envs.swe.tool_formats import ToolFormat
 from harness.config import FrozenConfig, load_config
 from rollout.agent_api.config import AgentApiConfig
 from rollout.core.config import AsyncFactor, RolloutConfig
@@ -192,7 +192,7 @@ class RunSourceConfig(TaskSourceConfig):
     tool_format: ToolFormat = Field(
         default="tool_call",
         description="How tool calls are described in the system message, written by the "
-        "scripted player and read back for the tool_wait hint (envs/tool_formats.py): "
+        "scripted player and read back for the tool_wait hint (envs/swe/tool_formats.py): "
         "tool_call (Hermes JSON in <tool_call>), tool_call_xml (Qwen3-Coder XML in "
         "<tool_call>), json (the reply is one JSON object).",
     )

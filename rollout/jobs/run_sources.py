@@ -31,7 +31,7 @@ from envs.swe.actions import ToolSpec, swe_tool_specs
 from envs.swe.datasets import DatasetConfig
 from envs.swe.factory import SandboxSpec, SWEEnvFactory
 from envs.swe.runtime import BackendSandboxes
-from envs.tool_formats import called_tool, tool_instructions
+from envs.swe.tool_formats import called_tool, tool_instructions
 from harness.backends import DockerBackend
 from harness.config import ConfigError
 from harness.fleet import LeasePool

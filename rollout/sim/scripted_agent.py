@@ -14,7 +14,7 @@ tasks, so `conductor run` exercises the whole stack (engine → agent loop → e
 So a group's rewards differ and GRPO advantages are non-zero. Register each session's task
 with `register` before its first request (the session factory's `on_open` hook does), or any
 other script with `register_script` (a mixed run's example-env source plays
-`file_check_script`). Calls are written in a tool format of `envs.tool_formats` (default the
+`file_check_script`). Calls are written in a tool format of `envs.swe.tool_formats` (default the
 Hermes ``<tool_call>`` JSON). Like the
 synthetic token model, an aborted turn resumes exactly where it stopped when the caller sends
 prompt + partial output again.
@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 
 from envs.swe.tasks import SWETask
-from envs.tool_formats import ToolFormat, render_call
+from envs.swe.tool_formats import ToolFormat, render_call
 from rollout.engines.base import EngineError, FinishReason, GenerateRequest
 from rollout.engines.sim.token_model import TurnPlan, unfinished_rest
 from rollout.sim.config import ScriptedPolicyConfig

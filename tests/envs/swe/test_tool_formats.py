@@ -10,7 +10,13 @@ import pytest
 from envs.example.env import example_tool_specs
 from envs.swe.actions import ParsedAction, parse_action, swe_tool_specs
 from envs.swe.observation import render_initial_prompt
-from envs.tool_formats import TOOL_FORMATS, ToolFormat, called_tool, render_call, tool_instructions
+from envs.swe.tool_formats import (
+    TOOL_FORMATS,
+    ToolFormat,
+    called_tool,
+    render_call,
+    tool_instructions,
+)
 
 CALLS: list[tuple[str, dict[str, Any]]] = [
     ("bash", {"command": "ls -la\ngrep -rn x ."}),
