@@ -2,7 +2,9 @@
 
 `EngineCounters` counts, from every `GenerateResult`, the prompt tokens sent, the ones the
 engine served from its prefix cache, and the ones it had to *recompute*: tokens it had computed
-for the same sample before (rounded down to whole cache pages) but no longer held. These need
+for the same sample before (rounded down to whole cache pages) but no longer held. A request
+aborted before its first output token counts no recompute (the engine may never have admitted
+it; the sample's next request counts what is lost). These need
 nothing engine-specific, so they work for SGLang as for the simulator.
 
 `timeseries_record` is one line of the run-directory contract::
@@ -23,7 +25,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rollout.engines.base import Engine, EngineStats, GenerateRequest, GenerateResult
+from rollout.engines.base import (
+    Engine,
+    EngineStats,
+    FinishReason,
+    GenerateRequest,
+    GenerateResult,
+)
 
 __all__ = ["EngineCounters", "TimeseriesSampler", "timeseries_record"]
 
@@ -52,6 +60,11 @@ class EngineCounters:
         self.prompt_tokens += prompt
         self.cached_tokens += result.cached_tokens
         self.generated_tokens += len(result.output_ids)
+        if result.finish_reason is FinishReason.ABORT and not result.output_ids:
+            # Aborted before it produced anything (often before the engine admitted it, when it
+            # reports no cached tokens): it computed nothing again, and the sample's next
+            # request counts whatever it must recompute.
+            return
         # The engine can match at most prompt - 1 tokens, in whole pages.
         cacheable = min(computed_prefix_tokens, prompt - 1)
         cacheable -= cacheable % page_tokens
