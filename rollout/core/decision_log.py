@@ -24,6 +24,8 @@ record each, with `"by": "conductor"` and a kind from `CONDUCTOR_KINDS`::
      "fields": {"sample_id": "g0/1", "reason": "deadline"}}
     {"seq": 91, "t": 3.0, "kind": "cancel", "by": "conductor",
      "fields": {"sample_id": "g3/0", "rid": "…", "held": true, "reason": "deadline: …"}}
+    {"seq": 95, "t": 4.2, "kind": "offload", "by": "conductor",
+     "fields": {"sample_id": "g1/2", "engine": "sim-0", "high": false, "tool": "bash", …}}
 
 Replay counts notes and skips them (they do not come from the scheduler).
 
@@ -74,9 +76,10 @@ DECISION_TYPES: Mapping[str, type[Any]] = types.MappingProxyType(
 
 _KINDS = {"StartGeneration": "start", "Preempt": "preempt", "PriorityChanged": "priority"}
 
-CONDUCTOR_KINDS = frozenset({"admit", "truncate", "cancel"})
+CONDUCTOR_KINDS = frozenset({"admit", "truncate", "cancel", "offload"})
 """Kinds of the conductor's own decisions (`DecisionLog.note`): a group admitted, a sample
-truncated at a step deadline, a generation cancelled because it cannot help the step."""
+truncated at a step deadline, a generation cancelled because it cannot help the step, a
+session's KV handed to the KV manager for offload while its tool runs (the TOOL_WAIT hint)."""
 
 
 class DecisionLogError(RolloutError, ValueError):

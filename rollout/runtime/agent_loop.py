@@ -400,7 +400,15 @@ class AgentLoop:
         None when a truncation cut the call (`truncate(cut_tool_call=True)`)."""
         ids = self._record.token_slice(turn.span.start, turn.span.end)
         tool = self._env.peek_tool(ids)
-        await self._hint(KVHintKind.TOOL_WAIT, expected_s=self._host.expected_tool_s(tool))
+        expected_s = self._host.expected_tool_s(tool)
+        if await self._hint(KVHintKind.TOOL_WAIT, expected_s=expected_s):
+            self._host.tool_wait_hinted(
+                self._sample.sample_id,
+                self._engine_name or "",
+                high=self._host.is_critical(self._group_id),
+                tool=tool,
+                expected_s=expected_s,
+            )
         self._report(ActStarted(self._sample.sample_id, self._now()))
         act = asyncio.ensure_future(self._env.act(ids, high=self._host.is_critical(self._group_id)))
         self._act_task = act
@@ -468,10 +476,10 @@ class AgentLoop:
     def _no_call(self, ticket: GenerationTicket, reason: FinishReason) -> GenerateResult:
         return GenerateResult(ticket.rid, (), (), reason, prompt_tokens=self._record.length)
 
-    async def _hint(self, kind: KVHintKind, expected_s: float | None = None) -> None:
-        """Best effort: a lost hint costs cache efficiency, never correctness."""
+    async def _hint(self, kind: KVHintKind, expected_s: float | None = None) -> bool:
+        """Best effort: a lost hint costs cache efficiency, never correctness. True if sent."""
         if not self._host.kv_hints or self._engine_name is None:
-            return
+            return False
         config = self._config
         high = self._host.is_critical(self._group_id)
         priority = config.high_priority if high else config.low_priority
@@ -480,6 +488,8 @@ class AgentLoop:
             await self._host.engine(self._engine_name).send_kv_hints([hint])
         except EngineError as exc:
             log.warning("KV hint %s for %s was lost: %s", kind, self._sample.sample_id, exc)
+            return False
+        return True
 
     def _emit(
         self, phase: Phase, start_s: float, data: dict[str, Any], *, end_s: float | None = None

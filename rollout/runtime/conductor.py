@@ -766,6 +766,20 @@ class Conductor:
     def tool_observed(self, tool: str | None, seconds: float) -> None:
         self._tools.observe(tool, seconds)
 
+    def tool_wait_hinted(
+        self, sample_id: str, engine: str, *, high: bool, tool: str | None, expected_s: float
+    ) -> None:
+        self._note(
+            "offload",
+            sample_id=sample_id,
+            engine=engine,
+            high=high,
+            tool=tool or "",
+            expected_s=expected_s,
+            reason="tool wait: the KV manager offloads the session if the call outlasts "
+            "the host round trip",
+        )
+
     # -- time series -----------------------------------------------------------------------
 
     async def _sample_timeseries(self) -> None:

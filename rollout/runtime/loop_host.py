@@ -82,4 +82,12 @@ class LoopHost(Protocol):
 
     def expected_tool_s(self, tool: str | None) -> float: ...
 
+    def tool_wait_hinted(
+        self, sample_id: str, engine: str, *, high: bool, tool: str | None, expected_s: float
+    ) -> None:
+        """The loop told `engine`'s KV manager that the sample waits `expected_s` for `tool`:
+        the offload decision (the manager offloads the session's KV if the wait outlasts the
+        host round trip). Recorded in the decision log."""
+        ...
+
     def tool_observed(self, tool: str | None, seconds: float) -> None: ...

@@ -97,6 +97,7 @@ class RecordingHost:
     requests: list[GenerateRequest] = field(default_factory=list)
     results: list[GenerateResult] = field(default_factory=list)
     progress: list[SampleProgress] = field(default_factory=list)
+    tool_waits: list[tuple[str, str, str | None, float]] = field(default_factory=list)
     ticket_given: asyncio.Event = field(default_factory=asyncio.Event)
     _rids: Iterator[int] = field(default_factory=itertools.count)
 
@@ -137,6 +138,11 @@ class RecordingHost:
 
     def tool_observed(self, tool: str | None, seconds: float) -> None:
         pass
+
+    def tool_wait_hinted(
+        self, sample_id: str, engine: str, *, high: bool, tool: str | None, expected_s: float
+    ) -> None:
+        self.tool_waits.append((sample_id, engine, tool, expected_s))
 
 
 # -- engines and envs that fail on purpose ----------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,14 @@ def test_the_log_records_each_admitted_group_once(recorded: Path) -> None:
     started = {r["sample_id"].rsplit("-a", 1)[0] for r in records if r["kind"] == "start"}
     assert admits and len(admits) == len(set(admits))
     assert started <= set(admits)  # every group that generated was admitted first
+
+
+def test_the_log_records_an_offload_decision_for_each_tool_call(recorded: Path) -> None:
+    records = [json.loads(line) for line in _lines(recorded)]
+    offloads = Counter(r["fields"]["sample_id"] for r in records if r["kind"] == "offload")
+    events = (recorded / "events.jsonl").read_text(encoding="utf-8").splitlines()
+    acts = Counter(e["sample_id"] for e in map(json.loads, events) if e["phase"] == "act")
+    assert offloads and offloads == acts  # one TOOL_WAIT hint per tool call, each recorded
 
 
 @pytest.mark.parametrize("field", ["engine", "sample_id"])
