@@ -207,7 +207,12 @@ def _draw_figures(
     seed: int,
 ) -> None:
     """The comparison PNGs of `rollout.observe.bench_plots` from the recorded first seed."""
-    from rollout.observe.bench_plots import counter_examples, load_policy_trace, write_bench_figures
+    from rollout.observe.bench_plots import (
+        THROUGHPUTS,
+        counter_examples,
+        load_policy_trace,
+        write_bench_figures,
+    )
 
     traces = [
         load_policy_trace(result.policy, result.run_dir)
@@ -219,11 +224,12 @@ def _draw_figures(
     written = write_bench_figures(traces, out_dir, settings, subtitle)
     for caption, path in written.items():
         console.print(f"{escape(caption)}: {path}")
-    worse = counter_examples(traces)
-    if worse:
-        console.print(
-            escape(f"more generated tokens/s than ours yet a longer T_next: {', '.join(worse)}")
-        )
+    for measure, pick in THROUGHPUTS:
+        worse = counter_examples(traces, pick)
+        if worse:
+            console.print(
+                escape(f"more {measure} than ours yet a longer T_next: {', '.join(worse)}")
+            )
 
 
 @app.command("swe")

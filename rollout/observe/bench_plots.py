@@ -7,19 +7,22 @@ the bench's first seed is recorded to a run directory (steps, events, engine sam
 
 - `busy.png`: engine busy fraction over run time, one panel per policy, its batch completions
   (step boundaries) marked: the GPU-utilisation curve within each step;
-- `kv.png`: device KV occupancy, host KV occupancy and the cumulative prefix hit rate over run
-  time, policies overlaid, each policy's batch completions marked in its colour;
+- `kv.png`: device KV occupancy, host KV occupancy (trailing means, as the busy curves) and the
+  cumulative prefix hit rate over run time, policies overlaid, each policy's batch completions
+  marked in its colour along the top;
 - `env_share.png`: where sample time goes per policy (pre_gen, gen, pre_act, act), with the env
   (act: tool running) share in the axis labels;
-- `throughput.png`: generated tokens per second against mean T_next per policy. A policy right
-  of ours and above it (`counter_examples`) keeps the engine busier yet makes the trainer wait
-  longer: overlap that raises throughput is not a shorter T_next.
+- `throughput.png`: engine throughput against mean T_next per policy, twice: generated tokens
+  per second, and tokens computed per second (generated plus prefilled, recomputation
+  included). A policy right of ours and above it (`counter_examples`) gets more through the
+  engine yet makes the trainer wait longer: throughput is not a shorter T_next.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import textwrap
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +48,7 @@ from rollout.observe.run_dir import RunDir
 from rollout.observe.run_records import StepRecord, TimeseriesSample
 
 __all__ = [
+    "THROUGHPUTS",
     "BenchFigureConfig",
     "PolicyTrace",
     "counter_examples",
@@ -87,6 +91,7 @@ class PolicyTrace:
     host_occupancy: tuple[float, ...]
     hit_rate: tuple[float, ...]  # cumulative (device + host hits) ÷ prefix tokens looked up
     generated_tokens_per_s: float | None  # all engines, run start to the last sample
+    computed_tokens_per_s: float | None  # generated + prefilled (misses, recompute included)
 
     @property
     def env_share(self) -> float | None:
@@ -108,10 +113,12 @@ def policy_trace(
         by_time.setdefault(sample.t_s, []).append(sample)
     times = sorted(by_time)
     pooled = [by_time[t] for t in times]
-    generated = None
+    generated = computed = None
     if times and times[-1] > start:
-        last = pooled[-1]
-        generated = sum(s.extra.get("generated_tokens", 0.0) for s in last) / (times[-1] - start)
+        last, span_s = pooled[-1], times[-1] - start
+        decoded = sum(s.extra.get("generated_tokens", 0.0) for s in last)
+        generated = decoded / span_s
+        computed = (decoded + sum(s.kv_misses for s in last)) / span_s
     return PolicyTrace(
         policy=policy,
         completed_s=tuple(step.completed_s for step in metrics.steps),
@@ -138,6 +145,7 @@ def policy_trace(
             for g in pooled
         ),
         generated_tokens_per_s=generated,
+        computed_tokens_per_s=computed,
     )
 
 
@@ -149,19 +157,29 @@ def load_policy_trace(policy: str, run_dir: Path) -> PolicyTrace:
     )
 
 
-def counter_examples(traces: Sequence[PolicyTrace]) -> list[str]:
-    """The policies with a higher generated-token throughput than ours (the first trace) and
-    a longer mean T_next: more work per second, yet the trainer waits longer."""
+def counter_examples(
+    traces: Sequence[PolicyTrace], throughput: Callable[[PolicyTrace], float | None]
+) -> list[str]:
+    """The policies with a higher `throughput` (e.g. generated tokens/s) than ours (the first
+    trace) and a longer mean T_next: more work per second, yet the trainer waits longer."""
     ours, *others = traces
-    if ours.generated_tokens_per_s is None:
+    mine = throughput(ours)
+    if mine is None:
         return []
     return [
         trace.policy
         for trace in others
-        if trace.generated_tokens_per_s is not None
-        and trace.generated_tokens_per_s > ours.generated_tokens_per_s
+        if (theirs := throughput(trace)) is not None
+        and theirs > mine
         and trace.mean_t_next_s > ours.mean_t_next_s
     ]
+
+
+THROUGHPUTS: tuple[tuple[str, Callable[[PolicyTrace], float | None]], ...] = (
+    ("generated tokens/s", lambda trace: trace.generated_tokens_per_s),
+    ("tokens computed/s (generated + prefilled)", lambda trace: trace.computed_tokens_per_s),
+)
+"""The throughput figure's two measures (label, value of a trace)."""
 
 
 def write_bench_figures(
@@ -181,7 +199,10 @@ def write_bench_figures(
             "env_share.png",
             _env_share_figure,
         ),
-        "Generated tokens/s vs mean T_next, per policy": ("throughput.png", _throughput_figure),
+        "Throughput (generated, computed tokens/s) vs mean T_next, per policy": (
+            "throughput.png",
+            _throughput_figure,
+        ),
     }
     return {
         caption: save_png(draw(traces, colors, config, subtitle), out_dir / name)
@@ -226,17 +247,20 @@ def _busy_figure(
 def _kv_figure(
     traces: Sequence[PolicyTrace], colors: Sequence[str], config: BenchFigureConfig, subtitle: str
 ) -> Figure:
-    figure = new_figure(config.plot, rows=2)
+    plot = config.plot
+    figure = new_figure(plot, rows=2)
     device, host, hits = figure.subplots(3, 1, sharex=True)
     panels = (
-        (device, "device KV occupancy (%)", lambda t: t.device_occupancy),
-        (host, "host KV occupancy (%)", lambda t: t.host_occupancy),
-        (hits, "prefix hit rate (%)", lambda t: t.hit_rate),
+        (device, "device KV occupancy (%)", lambda t: t.device_occupancy, True),
+        (host, "host KV occupancy (%)", lambda t: t.host_occupancy, True),
+        (hits, "prefix hit rate (%)", lambda t: t.hit_rate, False),  # cumulative: smooth
     )
     for index, (trace, color) in enumerate(zip(traces, colors, strict=True)):
         width = config.ours_linewidth if index == 0 else config.linewidth
-        for axes, _, pick in panels:
+        for axes, _, pick, smoothed in panels:
             values = [v * PERCENT for v in pick(trace)]
+            if smoothed and values and plot.busy_window_s > 0:
+                values = _trailing_mean_nan(trace.t_s, values, smoothing_window_s(plot, trace.t_s))
             axes.plot(
                 trace.t_s,
                 values,
@@ -245,21 +269,29 @@ def _kv_figure(
                 label=trace.policy,
                 zorder=3 if index == 0 else 2,  # ours on top where policies coincide
             )
-            mark_batches(axes, trace.completed_s, color=color, label=None)
-    for axes, label, pick in panels:
-        axes.set(ylim=(0, 105), ylabel=label)
+            axes.plot(  # batch completions, along the top in the policy's colour
+                trace.completed_s,
+                [103.0] * len(trace.completed_s),
+                marker="v",
+                markersize=5,
+                color=color,
+                linestyle="none",
+            )
+    for axes, label, pick, _ in panels:
+        axes.set(ylim=(0, 106), ylabel=label)
         if all(math.isnan(v) for trace in traces for v in pick(trace)):
             axes.text(0.5, 0.5, "no data (no host KV tier)", ha="center", transform=axes.transAxes)
-    device.set_title("device KV in use ÷ device KV pool", fontsize="small", loc="left")
+    window = "" if plot.busy_window_s <= 0 else " (trailing mean)"
+    device.set_title(f"device KV in use ÷ device KV pool{window}", fontsize="small", loc="left")
     host.set_title(
-        "host KV in use ÷ host KV pool (offloaded contexts)", fontsize="small", loc="left"
+        f"host KV in use ÷ host KV pool: offloaded contexts{window}", fontsize="small", loc="left"
     )
     hits.set_title(
         "cumulative prefix hit rate: device + host hits ÷ prefix tokens looked up",
         fontsize="small",
         loc="left",
     )
-    hits.set_xlabel("run time (s); dotted lines: each policy's batch completions, in its colour")
+    hits.set_xlabel("run time (s); ▼ along the top: each policy's batch completions, in its colour")
     device.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
     figure.suptitle(
         f"SIMULATED: KV occupancy and prefix hits over time\n{subtitle}", fontsize="medium"
@@ -274,8 +306,8 @@ def _env_share_figure(
     figure = new_figure(config.plot)
     axes = figure.add_subplot()
     positions = draw_phase_shares(axes, [(trace.policy, trace.phases) for trace in traces])
-    labels = [f"{trace.policy}\nenv {_percent(trace.env_share)}" for trace in traces]
-    axes.set_xticks(positions, labels, fontsize="small", rotation=30, ha="right")
+    labels = [f"{trace.policy} (env {_percent(trace.env_share)})" for trace in traces]
+    axes.set_xticks(positions, labels, fontsize="small", rotation=35, ha="right")
     axes.set(
         ylabel="share of sample time (%)",
         ylim=(0, 100),
@@ -289,54 +321,65 @@ def _env_share_figure(
 def _throughput_figure(
     traces: Sequence[PolicyTrace], colors: Sequence[str], config: BenchFigureConfig, subtitle: str
 ) -> Figure:
-    figure = new_figure(config.plot)
-    axes = figure.add_subplot()
-    for index, (trace, color) in enumerate(zip(traces, colors, strict=True)):
-        if trace.generated_tokens_per_s is None:
-            continue
-        ours = index == 0
-        axes.scatter(
-            [trace.generated_tokens_per_s],
-            [trace.mean_t_next_s],
-            color=color,
-            marker="*" if ours else "o",
-            s=220 if ours else 70,
-            zorder=3,
-            label=f"{trace.policy} (ours)" if ours else trace.policy,
+    figure = new_figure(config.plot, rows=2)
+    for axes, (measure, pick) in zip(figure.subplots(2, 1), THROUGHPUTS, strict=True):
+        for index, (trace, color) in enumerate(zip(traces, colors, strict=True)):
+            value = pick(trace)
+            if value is None:
+                continue
+            ours = index == 0
+            axes.scatter(
+                [value],
+                [trace.mean_t_next_s],
+                color=color,
+                marker="*" if ours else "o",
+                s=220 if ours else 70,
+                zorder=3,
+                label=f"{trace.policy} (ours)" if ours else trace.policy,
+            )
+        for (x, y), names in _coinciding(traces, pick).items():
+            axes.annotate(
+                " = ".join(names),
+                (x, y),
+                textcoords="offset points",
+                xytext=(6, 4),
+                fontsize="x-small",
+            )
+        mine = pick(traces[0])
+        if mine is not None:
+            axes.axvline(mine, color="#888888", linestyle=":")
+            axes.axhline(traces[0].mean_t_next_s, color="#888888", linestyle=":")
+        worse = counter_examples(traces, pick)
+        verdict = (
+            f"more {measure} than ours yet a longer T_next: {', '.join(worse)}"
+            if worse
+            else f"no policy here has more {measure} than ours and a longer T_next"
         )
-    for (x, y), names in _coinciding(traces).items():
-        axes.annotate(
-            " = ".join(names), (x, y), textcoords="offset points", xytext=(6, 4), fontsize="x-small"
+        axes.set(
+            xlabel=f"{measure} (all engines, whole run)",
+            ylabel="mean T_next (s; lower is better)",
         )
-    ours_trace = traces[0]
-    if ours_trace.generated_tokens_per_s is not None:
-        axes.axvline(ours_trace.generated_tokens_per_s, color="#888888", linestyle=":")
-        axes.axhline(ours_trace.mean_t_next_s, color="#888888", linestyle=":")
-    worse = counter_examples(traces)
-    verdict = (
-        f"more tokens/s than ours yet a longer T_next: {', '.join(worse)}"
-        if worse
-        else "no policy here has more tokens/s than ours and a longer T_next"
+        axes.set_title(textwrap.fill(verdict, width=130), fontsize="small", loc="left")
+    figure.axes[0].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
+    figure.suptitle(
+        "SIMULATED: engine throughput vs T_next (up and to the right of ★: "
+        f"busier engine, longer wait)\n{subtitle}",
+        fontsize="medium",
     )
-    axes.set(
-        xlabel="generated tokens per second (all engines, whole run)",
-        ylabel="mean T_next (s; lower is better)",
-        title=f"SIMULATED: throughput vs T_next ({verdict})\n{subtitle}",
-    )
-    axes.title.set_fontsize("medium")
-    axes.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
     return figure
 
 
 # -- helpers ----------------------------------------------------------------------------------
 
 
-def _coinciding(traces: Sequence[PolicyTrace]) -> dict[tuple[float, float], list[str]]:
+def _coinciding(
+    traces: Sequence[PolicyTrace], pick: Callable[[PolicyTrace], float | None]
+) -> dict[tuple[float, float], list[str]]:
     """The policies of each point of the throughput figure, points within 0.1 % merged (so
     coinciding labels are written once, joined)."""
     points: dict[tuple[float, float], list[str]] = {}
     for trace in traces:
-        x, y = trace.generated_tokens_per_s, trace.mean_t_next_s
+        x, y = pick(trace), trace.mean_t_next_s
         if x is None:
             continue
         near = next(
@@ -349,6 +392,15 @@ def _coinciding(traces: Sequence[PolicyTrace]) -> dict[tuple[float, float], list
         )
         points.setdefault(near, []).append(trace.policy)
     return points
+
+
+def _trailing_mean_nan(
+    t_s: Sequence[float], values: Sequence[float], window_s: float
+) -> list[float]:
+    """`trailing_mean` of `values` whose NaNs (undefined: no capacity) stay NaN."""
+    if any(math.isnan(v) for v in values):
+        return list(values)
+    return trailing_mean(t_s, values, window_s)
 
 
 def _colors(count: int) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from rollout.observe.bench_plots import (
+    THROUGHPUTS,
     BenchFigureConfig,
     PolicyTrace,
     counter_examples,
@@ -45,6 +46,7 @@ def trace(policy: str, tokens_per_s: float | None, t_next_s: float) -> PolicyTra
         host_occupancy=(math.nan, math.nan),
         hit_rate=(math.nan, 0.5),
         generated_tokens_per_s=tokens_per_s,
+        computed_tokens_per_s=None if tokens_per_s is None else 2 * tokens_per_s,
     )
 
 
@@ -66,6 +68,7 @@ def test_engines_are_pooled_at_each_sample_time_and_throughput_is_the_last_count
     assert pooled.host_occupancy == (0.25, 0.25)  # only engine a has a host tier
     assert math.isnan(pooled.hit_rate[0]) and pooled.hit_rate[1] == 0.4
     assert pooled.generated_tokens_per_s == 40.0  # (300 + 100) tokens in 10 s
+    assert pooled.computed_tokens_per_s == 40.0 + 120.0  # and (600 + 600) misses prefilled
     assert pooled.completed_s == (6.0,) and pooled.mean_t_next_s == 6.0
 
 
@@ -77,8 +80,9 @@ def test_a_counter_example_has_more_tokens_per_second_than_ours_and_a_longer_t_n
         trace("busier_and_faster", 130.0, 40.0),
         trace("unknown", None, 90.0),
     ]
-    assert counter_examples(traces) == ["busier_but_slower"]
-    assert counter_examples([trace("ours", None, 50.0), trace("x", 200.0, 90.0)]) == []
+    for _, pick in THROUGHPUTS:
+        assert counter_examples(traces, pick) == ["busier_but_slower"]
+        assert counter_examples([trace("ours", None, 50.0), trace("x", 200.0, 90.0)], pick) == []
 
 
 def test_the_four_figures_are_written_as_png_files(tmp_path) -> None:  # type: ignore[no-untyped-def]
