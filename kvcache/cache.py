@@ -45,10 +45,14 @@ class TierRules:
     `offload_min_class`: evicted nodes of this class or higher go to host if it has room (None:
     never offload on eviction). `strict_host_reclaim`: host room for a node is made only by
     discarding strictly less protected host KV (see `host_reclaim_limit`).
+    `reclaim_backups`: when that is not enough, host copies of device-resident nodes (backups:
+    discarding one loses no KV, a later eviction of the node copies it out again) may go too,
+    whatever their class, rather than the evicted node's KV being dropped.
     """
 
     offload_min_class: EvictionClass | None
     strict_host_reclaim: bool
+    reclaim_backups: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +118,7 @@ class TieredCache:
         self.reserved_tokens = 0
         self._evictable = [0] * _CLASSES  # device tokens of unlocked nodes, by class
         self._host_reclaimable = [0] * _CLASSES  # host tokens of unpinned nodes, by class
+        self._host_backups = [0] * _CLASSES  # of which copies of device-resident nodes
         seq = itertools.count()
         self._device_candidates = CandidateHeap(self.tree, device=True, seq=seq)
         self._host_candidates = CandidateHeap(self.tree, device=False, seq=seq)
@@ -326,6 +331,9 @@ class TieredCache:
         if node.on_host and node.host_pin == 0:
             self._host_reclaimable[before] -= node.tokens
             self._host_reclaimable[after] += node.tokens
+            if node.on_device:
+                self._host_backups[before] -= node.tokens
+                self._host_backups[after] += node.tokens
         if after < before:
             self._refresh(node)  # the key decreased: the old heap entry sorts too late
 
@@ -591,8 +599,11 @@ class TieredCache:
             return True
         node_class = eviction_class(node.high_ref, node.low_ref)
         limit = host_reclaim_limit(node_class, self.rules.strict_host_reclaim)
-        if self.free_host_tokens + self.host_reclaimable_tokens(limit) < need:
-            return False
+        room = self.free_host_tokens + self.host_reclaimable_tokens(limit)
+        if room < need:
+            if not self.rules.reclaim_backups:
+                return False
+            return self._make_host_room_with_backups(need, limit, room)
         while limit is not None and self.free_host_tokens < need:
             victim = self._host_candidates.pop(limit)
             if victim is None:
@@ -601,6 +612,29 @@ class TieredCache:
                 self._set_host(victim, False)
             else:
                 self._drop_subtree(victim)
+        return True
+
+    def _make_host_room_with_backups(
+        self, need: int, limit: EvictionClass | None, room: int
+    ) -> bool:
+        """`_make_host_room` past the strict limit: also discard backups of any class, in
+        eviction order; host-only KV above `limit` is skipped (False: still no room)."""
+        above = 0 if limit is None else limit + 1
+        if room + sum(self._host_backups[above:]) < need:
+            return False
+        skipped: list[TreeNode] = []
+        while self.free_host_tokens < need:
+            victim = self._host_candidates.pop(EvictionClass.HIGH_REF)
+            if victim is None:
+                raise InvariantError("host backup counters promised room that the heap lacks")
+            if victim.on_device:
+                self._set_host(victim, False)
+            elif limit is not None and class_index(victim.high_ref, victim.low_ref) <= limit:
+                self._drop_subtree(victim)
+            else:
+                skipped.append(victim)
+        for victim in skipped:
+            self._host_candidates.push(victim)
         return True
 
     def _offload(self, node: TreeNode) -> None:
@@ -712,6 +746,8 @@ class TieredCache:
             self._evictable[node_class] += node.tokens
         if node.on_host and node.host_pin == 0:
             self._host_reclaimable[node_class] += node.tokens
+            if node.on_device:
+                self._host_backups[node_class] += node.tokens
 
     def _uncount(self, node: TreeNode) -> None:
         node_class = class_index(node.high_ref, node.low_ref)
@@ -719,6 +755,8 @@ class TieredCache:
             self._evictable[node_class] -= node.tokens
         if node.on_host and node.host_pin == 0:
             self._host_reclaimable[node_class] -= node.tokens
+            if node.on_device:
+                self._host_backups[node_class] -= node.tokens
 
     def uncovered_candidates(self) -> list[TreeNode]:
         """Eviction candidates missing from their heap (always empty unless a bug; checks)."""
@@ -727,6 +765,10 @@ class TieredCache:
     def counters(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(evictable device tokens by class, reclaimable host tokens by class), for checks."""
         return tuple(self._evictable), tuple(self._host_reclaimable)
+
+    def backup_counters(self) -> tuple[int, ...]:
+        """Unpinned host copies of device-resident nodes, tokens by class (for checks)."""
+        return tuple(self._host_backups)
 
     # ----------------------------------------------------------------- internals: heaps
     def _refresh(self, node: TreeNode) -> None:

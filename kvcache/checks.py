@@ -47,6 +47,7 @@ def cache_problems(cache: TieredCache) -> list[str]:
     device_tokens = host_tokens = nodes = 0
     evictable = [0] * len(EvictionClass)
     reclaimable = [0] * len(EvictionClass)
+    backups = [0] * len(EvictionClass)
     for node in tree.iter_nodes():
         nodes += 1
         problems.extend(_node_problems(node, page))
@@ -72,6 +73,8 @@ def cache_problems(cache: TieredCache) -> list[str]:
             host_tokens += node.tokens
             if node.host_pin == 0:
                 reclaimable[node_class] += node.tokens
+                if node.on_device:
+                    backups[node_class] += node.tokens
 
     if nodes != tree.node_count:
         problems.append(f"tree counts {tree.node_count} nodes but {nodes} are reachable")
@@ -102,6 +105,10 @@ def cache_problems(cache: TieredCache) -> list[str]:
     if tuple(reclaimable) != counted_reclaimable:
         problems.append(
             f"host reclaimable by class is {reclaimable} but counted {counted_reclaimable}"
+        )
+    if tuple(backups) != cache.backup_counters():
+        problems.append(
+            f"host backups by class are {backups} but counted {cache.backup_counters()}"
         )
     return problems
 

@@ -72,6 +72,13 @@ class KVCacheConfig(FrozenConfig):
         description="Priority policy: also offload unreferenced nodes to host on eviction "
         "(False: drop them, keeping the host for session KV).",
     )
+    reclaim_host_backups: bool = Field(
+        default=False,
+        description="Priority policy: when the host is full, a session's evicted or offloaded "
+        "KV may take the room of host copies of device-resident KV (backups, any class: "
+        "discarding one loses nothing) instead of being dropped; off: only strictly less "
+        "protected host KV makes room.",
+    )
     lru_demote_to_host: bool = Field(
         default=True,
         description="LRU baseline: copy evicted nodes to host when it has room (HiCache "

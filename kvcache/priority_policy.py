@@ -57,6 +57,7 @@ class PriorityKVPolicy(CachePolicyBase):
                 EvictionClass.UNREFERENCED if config.offload_unreferenced else EvictionClass.LOW_REF
             ),
             strict_host_reclaim=True,
+            reclaim_backups=config.reclaim_host_backups,
         )
         super().__init__(config, rules)
         self._backoff = GroupBackoff.start(config.backoff_initial_group, config.backoff_max_group)

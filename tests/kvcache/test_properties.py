@@ -62,14 +62,22 @@ class CacheMachine(RuleBasedStateMachine):
         page_size=st.sampled_from([1, 2]),
         host_tokens=st.sampled_from([16, 6, 0]),
         offload_unreferenced=st.booleans(),
+        reclaim_host_backups=st.booleans(),
     )
-    def build(self, page_size: int, host_tokens: int, offload_unreferenced: bool) -> None:
+    def build(
+        self,
+        page_size: int,
+        host_tokens: int,
+        offload_unreferenced: bool,
+        reclaim_host_backups: bool,
+    ) -> None:
         config = spec_config(
             policy=self.policy_name,
             page_size=page_size,
             device_capacity_tokens=32,
             host_capacity_tokens=host_tokens,
             offload_unreferenced=offload_unreferenced,
+            reclaim_host_backups=reclaim_host_backups,
             backoff_max_group=4,
             transfer={
                 "bytes_per_token": 1,
