@@ -173,6 +173,14 @@ class SchedulerConfig(FrozenConfig):
             "generating samples and critical samples in tool calls (rollout/core/kv_residency.py)."
         ),
     )
+    kv_residency_shared_prefix: bool = Field(
+        default=False,
+        description=(
+            "With kv_residency: a group's shared prompt is charged once per engine while any of "
+            "its samples is resident there (the prefix cache holds it once); off: every "
+            "resident sample is charged its whole context."
+        ),
+    )
     hold_critical_kv: bool = Field(
         default=False,
         description=(

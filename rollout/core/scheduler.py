@@ -262,7 +262,11 @@ class RolloutScheduler:
         self._draining_engines: set[str] = set()  # engines with a preemption in flight
         self._queue_seq = 0
         self._residency = (
-            KVResidency(config.prior_turn_tokens, config.prior_peak_context_tokens)
+            KVResidency(
+                config.prior_turn_tokens,
+                config.prior_peak_context_tokens,
+                shared_prefix=config.kv_residency_shared_prefix,
+            )
             if config.kv_residency
             else None
         )
@@ -370,6 +374,8 @@ class RolloutScheduler:
             source=event.source,
         )
         self._entries[event.sample_id] = entry
+        if self._residency is not None:  # its prompt is its group's, shared in the prefix cache
+            self._residency.set_group(event.sample_id, event.group_id, event.context_tokens)
         if entry.klass is not PriorityClass.NORMAL:
             self._classed_live += 1
         self._group_entries.setdefault(event.group_id, {})[event.sample_id] = entry
