@@ -181,6 +181,14 @@ class SchedulerConfig(FrozenConfig):
             "resident sample is charged its whole context."
         ),
     )
+    kv_residency_adaptive_room: bool = Field(
+        default=False,
+        description=(
+            "With kv_residency: the charges are held against the device pool plus an AIMD "
+            "overcommit driven by the KV the engine reports free (one turn reserve more at two "
+            "turns free or more, halved below one); off: against the pool alone."
+        ),
+    )
     hold_critical_kv: bool = Field(
         default=False,
         description=(

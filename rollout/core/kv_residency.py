@@ -20,6 +20,13 @@ checked at every generation instead, against what the device must really hold:
   once; each sample is charged its context beyond it. Without it every sibling pays the prompt
   again (simulated on swe_like/32B, ~4.5k-token prompts: the gate left ~7 % of the pool idle).
 
+* with `adaptive_room`, the pool the charges are held against is the engine's capacity plus an
+  overcommit that follows what the engine reports free (AIMD, as Concur sizes its agent pool):
+  one turn reserve more while the engine has at least two turns' worth of KV free (evictable
+  cache counts as free), halved once it has less than one. The charges are an estimate (a
+  decode writes its turn gradually, siblings share their prompt in the cache, a tool-waiting
+  context moves to host); the engine's own figure corrects it.
+
 A generation may start on an engine while its resident charges plus the newcomer's fit the pool;
 an engine with nothing resident takes anything (one sample always makes progress), and a sample
 already resident always may (its context is held; waiting would only deadlock critical samples
@@ -38,9 +45,16 @@ class KVResidency:
     """Per-engine device-KV charges of resident samples (see the module docstring)."""
 
     def __init__(
-        self, prior_turn_tokens: int, prior_peak_tokens: int = 0, *, shared_prefix: bool = False
+        self,
+        prior_turn_tokens: int,
+        prior_peak_tokens: int = 0,
+        *,
+        shared_prefix: bool = False,
+        adaptive_room: bool = False,
     ) -> None:
         self._shared_prefix = shared_prefix
+        self._adaptive_room = adaptive_room
+        self._overcommit: dict[str, int] = {}  # engine -> tokens admitted beyond its capacity
         self._groups: dict[str, tuple[str, int]] = {}  # sample -> (group, shared prompt tokens)
         # (engine, group) -> [resident samples of the group there, prompt tokens charged once]
         self._group_charges: dict[tuple[str, str], list[int]] = {}
@@ -134,7 +148,23 @@ class KVResidency:
         capacity = self._capacity.get(engine, 0)
         if capacity <= 0:
             return None
-        return capacity - self._charged.get(engine, 0)
+        return capacity + self._overcommit.get(engine, 0) - self._charged.get(engine, 0)
+
+    def observe_free(self, engine: str, free_tokens: int) -> None:
+        """The engine reports `free_tokens` of device KV free (with `adaptive_room`: one turn
+        reserve more overcommit at two turns free or more, half as much below one turn)."""
+        if not self._adaptive_room:
+            return
+        reserve = max(1, self.turn_reserve())
+        over = self._overcommit.get(engine, 0)
+        if free_tokens >= 2 * reserve:
+            self._overcommit[engine] = over + reserve
+        elif free_tokens < reserve:
+            self._overcommit[engine] = over // 2
+
+    def overcommit(self, engine: str) -> int:
+        """Tokens `room` currently adds beyond the engine's capacity (`adaptive_room`)."""
+        return self._overcommit.get(engine, 0)
 
     def fits(self, sample_id: str, engine: str, context_tokens: int) -> bool:
         """Whether `sample_id` may generate on `engine` now."""

@@ -266,6 +266,7 @@ class RolloutScheduler:
                 config.prior_turn_tokens,
                 config.prior_peak_context_tokens,
                 shared_prefix=config.kv_residency_shared_prefix,
+                adaptive_room=config.kv_residency_adaptive_room,
             )
             if config.kv_residency
             else None
@@ -334,6 +335,8 @@ class RolloutScheduler:
                     self._residency.set_capacity(
                         name, load.kv_capacity_tokens, load.host_kv_capacity_tokens
                     )
+                    free = round(load.kv_headroom * load.kv_capacity_tokens)
+                    self._residency.observe_free(name, free)
             case EnginePaused(engine=name):
                 self._set_paused(self._engine(name), paused=True)
             case EngineResumed(engine=name):
