@@ -120,7 +120,7 @@ class TimeseriesSampler:
     ) -> None:
         self._engines = engines
         self._counters = counters
-        self._last = {  # engine -> (t_s, busy_s) at the previous sample
+        self._last = {  # engine -> (t_s, busy seconds credited so far) at the previous sample
             name: (start_s, float(engine.stats().extra.get("busy_s", 0.0)))
             for name, engine in engines.items()
         }
@@ -131,11 +131,13 @@ class TimeseriesSampler:
         for name, engine in self._engines.items():
             stats = engine.stats()
             busy_s = float(stats.extra.get("busy_s", 0.0))
-            last_t, last_busy = self._last.get(name, (t_s, busy_s))
+            last_t, credited_s = self._last.get(name, (t_s, busy_s))
             interval = t_s - last_t
-            busy = (busy_s - last_busy) / interval if interval > 0 else 0.0
-            self._last[name] = (t_s, busy_s)
-            records.append(
-                timeseries_record(t_s, name, stats, self._counters[name], min(1.0, max(0.0, busy)))
-            )
+            # An engine books a forward's whole duration when it starts, so busy seconds can run
+            # ahead of the clock: an interval is credited at most its own length and the rest
+            # carries to the next ones (clamping it away made the samples' mean read low).
+            credit_s = min(max(0.0, busy_s - credited_s), interval) if interval > 0 else 0.0
+            busy = credit_s / interval if interval > 0 else 0.0
+            self._last[name] = (t_s, credited_s + credit_s)
+            records.append(timeseries_record(t_s, name, stats, self._counters[name], busy))
         return records
