@@ -18,8 +18,8 @@ while the live contexts fit the device KV pool; rollout/runtime/live_gate.py). W
 64 groups x 8 samples of the SWE-like workload every admitted sample was live at once and the
 cache thrashed: simulated T_next 2.7x worse than `traj_async`, KV hit rate 0.39. And ours checks
 the device KV at every generation (`kv_residency`, rollout/core/kv_residency.py): without it,
-on the 32B-like SWE case, ours was 1.27x slower and recomputed 8.0 M tokens instead of 4.7 M
-(simulated, 3 seeds; docs/benchmarks.md).
+on the 32B-like SWE case, ours was 1.10x slower [0.95-1.30] and recomputed 3.6 M tokens instead
+of 0.8 M (simulated, 5 seeds; docs/benchmarks.md).
 
 `sync` is verl-classic batch-synchronous rollout; `traj_async` is trajectory-level async with
 the same staleness bound (a sample keeps its agent slot through its tool calls); `aggressive`
