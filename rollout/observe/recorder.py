@@ -87,9 +87,13 @@ class RunRecorder:
         try:
             self._events.append_event(event, origin_s=self.origin_s)
         except RunFileWriteError as exc:
-            self.write_failure = exc
-            if self._on_write_failure is not None:
-                self._on_write_failure(exc)
+            self._failed(exc)
+
+    def _failed(self, exc: RunFileWriteError) -> None:
+        """Keep the first write failure, stop recording, and tell the run to stop."""
+        self.write_failure = exc
+        if self._on_write_failure is not None:
+            self._on_write_failure(exc)
 
     def step(self, batch: Batch) -> StepRecord:
         """Record a training batch; returns the record written."""
@@ -98,10 +102,20 @@ class RunRecorder:
         return record
 
     def decision_log(self) -> DecisionLog:
-        """A `DecisionLog` writing decisions.jsonl (buffered; flushed on `close`)."""
+        """A `DecisionLog` writing decisions.jsonl (buffered; flushed on `close`). A failed
+        write is handled as an event's is (`event`): never raised into the scheduler or an
+        agent loop that decided, it stops the run cleanly."""
         if self._decisions is None:
             self._decisions = self.run_dir.open_log("decisions")
-        return DecisionLog(self._decisions.append)
+        return DecisionLog(self._decision)
+
+    def _decision(self, record: Mapping[str, Any]) -> None:
+        if self._decisions is None or self.write_failure is not None:
+            return
+        try:
+            self._decisions.append(record)
+        except RunFileWriteError as exc:
+            self._failed(exc)
 
     def timeseries(self, record: Mapping[str, Any]) -> None:
         self._timeseries.append({**record, "t_s": float(record["t_s"]) - self.origin_s})
