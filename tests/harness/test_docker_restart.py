@@ -91,6 +91,12 @@ def test_a_daemon_restart_mid_run_costs_retries_not_the_run(
     ]
     samples = [t["sample_id"] for g in groups for t in g["trajectories"]]
     assert len(steps) == 3 and len(samples) == len(set(samples)) == 6
+    # Known leak (docs/reliability.md): a container started in the instant the daemon stops can
+    # outlive the run (about 1 run in 6 here), stopped, labelled with the dead run's pid. The
+    # next run's start reaps it; more than that one, or one the reaper would keep, is a bug.
+    reaped = reap_containers(private.client())
+    assert len(reaped.removed) <= 1, reaped
+    assert all("is gone" in reason for _, reason in reaped.removed), reaped
     assert _ours(private.client()) == []
 
 
