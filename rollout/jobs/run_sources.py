@@ -220,16 +220,20 @@ def sourced_sessions(
     factories: dict[str, SessionFactory] = {}
     for source in sources:
         source_images = images[source.name]
+        source_swe = source.swe_config(swe_config)  # once per source, not per sample
 
         def env_for(
-            index: int, source: RunSource = source, known: Mapping[int, str] = source_images
+            index: int,
+            source: RunSource = source,
+            known: Mapping[int, str] = source_images,
+            env_config: SWEEnvConfig = source_swe,
         ) -> PooledEnv:
             image = known.get(index)
             if image is None:
                 raise RolloutError(f"no image was prepared for prompt {index} of {source.name!r}")
             if source.config.env == "swe":
                 task = source.tasks[index]
-                factory = SWEEnvFactory(task, source.swe_config(swe_config), sandbox_spec, image)
+                factory = SWEEnvFactory(task, env_config, sandbox_spec, image)
                 return PooledEnv(factory, image, {"task_id": task.instance_id})
             return PooledEnv(partial(FileCheckEnv, tool_calls=True), image, {"task": index})
 

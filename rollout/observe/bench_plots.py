@@ -397,7 +397,8 @@ def _coinciding(
 def _trailing_mean_nan(
     t_s: Sequence[float], values: Sequence[float], window_s: float
 ) -> list[float]:
-    """`trailing_mean` of `values` whose NaNs (undefined: no capacity) stay NaN."""
+    """`trailing_mean` of `values`; a series holding any NaN (undefined: no capacity) is
+    returned as it is, unsmoothed, so its gaps stay gaps."""
     if any(math.isnan(v) for v in values):
         return list(values)
     return trailing_mean(t_s, values, window_s)
