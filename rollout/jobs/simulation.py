@@ -37,6 +37,7 @@ from rollout.engines.sim import ServedModelConfig, SimEngine, SimEngineConfig, b
 from rollout.jobs.config import SimTaskSourceConfig, SimulateConfig, shape_rollout
 from rollout.jobs.run_health import RunHealth
 from rollout.observe.engine_work import EngineWork
+from rollout.observe.prompt_sharing import without_shared_prompts
 from rollout.observe.recorder import RunRecorder
 from rollout.observe.run_summary import BatchDigest, RunSummary, summarize_run
 from rollout.runtime.conductor import Conductor, ConductorStats
@@ -323,7 +324,10 @@ def with_script_figures(
     those of every admitted group's (admitted groups take workload groups 0, 1, ... in the
     order they open)."""
     engine = simulation.engine
-    work = sum((digest.work for digest in digests), EngineWork())
+    work = without_shared_prompts(
+        sum((digest.work for digest in digests), EngineWork()),
+        [use for digest in digests for use in digest.prompts],
+    )
     floor_s = engine_floor_s(
         work,
         simulation.model.cost,

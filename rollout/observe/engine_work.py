@@ -2,8 +2,9 @@
 
 Read off a trajectory's turn spans (its prompt, then per turn the generated tokens, decoded at a
 growing context, and the observation, prefilled on top), so it is exact for what really ran and
-knows nothing of caching or recomputation. `rollout.sim.lower_bound` turns it into a floor of
-engine time.
+knows nothing of caching or recomputation (what samples sharing a prompt spare is
+`rollout.observe.prompt_sharing`'s). `rollout.sim.lower_bound` turns it into a floor of engine
+time.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ class EngineWork:
     prefill_tokens: int = 0
     prefill_attention: float = 0.0  # Σ n(p + n/2) over prefilled spans
     longest_decode_tokens: int = 0  # of one sample (it decodes one token per step)
+    # Σ over decoded tokens of the prompt part other samples share (a prefix cache holds it
+    # once; `rollout.observe.prompt_sharing`); 0 from `trajectory_work`, which sees one sample
+    decode_shared_context_tokens: int = 0
 
     def __add__(self, other: EngineWork) -> EngineWork:
         return EngineWork(
@@ -32,6 +36,7 @@ class EngineWork:
             self.prefill_tokens + other.prefill_tokens,
             self.prefill_attention + other.prefill_attention,
             max(self.longest_decode_tokens, other.longest_decode_tokens),
+            self.decode_shared_context_tokens + other.decode_shared_context_tokens,
         )
 
 

@@ -13,7 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from rollout.core.types import Trajectory
 from rollout.observe.engine_work import EngineWork, trajectory_work
+from rollout.observe.prompt_sharing import PromptUse, prompt_key
 from rollout.observe.timeseries import EngineCounters
 from rollout.trajectories.batch import Batch
 
@@ -96,6 +98,9 @@ class BatchDigest:
     group_ids: tuple[str, ...] = ()
     staleness: tuple[int, ...] = ()  # per group
     work: EngineWork = field(default_factory=EngineWork)  # of its samples, each token once
+    # each sample's prompt and decoded tokens, for what shared prompts spare (an identical
+    # prompt is one bytes object: a group's K samples keep one copy)
+    prompts: tuple[PromptUse, ...] = ()
 
 
 def digest_batch(batch: Batch) -> BatchDigest:
@@ -116,7 +121,18 @@ def digest_batch(batch: Batch) -> BatchDigest:
         group_ids=batch.group_ids,
         staleness=tuple(batch.staleness()),
         work=sum((trajectory_work(t) for t in trajectories), EngineWork()),
+        prompts=_prompt_uses(trajectories),
     )
+
+
+def _prompt_uses(trajectories: Sequence[Trajectory]) -> tuple[PromptUse, ...]:
+    keys: dict[bytes, bytes] = {}
+    uses = []
+    for trajectory in trajectories:
+        key = prompt_key(trajectory)
+        decoded = sum(turn.gen_end - turn.gen_start for turn in trajectory.turns)
+        uses.append(PromptUse(keys.setdefault(key, key), decoded))
+    return tuple(uses)
 
 
 def summarize_run(

@@ -1,12 +1,15 @@
 """A floor under T_next: the engine time the consumed samples need, whatever the policy.
 
 Every token of a consumed sample must be decoded or prefilled once (`EngineWork`, read off the
-trajectories). Summed over a run, the cost
+trajectories; a prompt prefix that several samples share is prefilled once,
+`rollout.observe.prompt_sharing`). Summed over a run, the cost
 model (`rollout.engines.sim.cost_model.step_time_s`) gives a time no schedule can beat:
 
 * each forward costs at least `t_fix + max(t_weights, tokens·b_c)`, and the decode steps are at
-  least ``max(decode tokens / slots, Σ L / KV pool, one sample's decode tokens)`` (a step holds
+  least ``max(decode tokens / slots, Σ L' / KV pool, one sample's decode tokens)`` (a step holds
   at most `slots` requests and the pool's tokens of context, and decodes one token of a sample),
+  where `L'` is a decoded token's context less the prompt part other samples share (the prefix
+  cache holds that part once for all of them, so only `L'` is the sample's own in the pool),
   so the fixed part is at least that many steps times
   `t_fix + t_weights`, or all tokens times `b_c` if that is larger;
 * on top, every token pays `b_tok`, every decoded token `c_dec·L` for the context it reads, and
@@ -56,7 +59,8 @@ def engine_floor_s(
         return 0.0
     decode_steps = max(
         work.decode_tokens / max(1, slots * engines),
-        work.decode_context_tokens / max(1, kv_pool_tokens * engines),
+        (work.decode_context_tokens - work.decode_shared_context_tokens)
+        / max(1, kv_pool_tokens * engines),
         work.longest_decode_tokens,
     )
     fixed = max(decode_steps * (cost.t_fix_s + cost.t_weights_s), tokens * cost.b_c_s / engines)

@@ -3,6 +3,8 @@ that no simulated policy beats it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from rollout.core.types import Trajectory, Turn
@@ -93,3 +95,11 @@ def test_one_engine_is_the_default_floor_bit_for_bit() -> None:
     assert engine_floor_s(work, COST, kv_pool_tokens=1000, slots=4, engines=1) == default
     with pytest.raises(ValueError, match="engine"):
         engine_floor_s(work, COST, kv_pool_tokens=1000, slots=4, engines=0)
+
+
+def test_prompts_shared_in_the_pool_let_a_step_hold_more_contexts() -> None:
+    work = EngineWork(decode_tokens=64, decode_context_tokens=64 * 1_000)
+    alone = engine_floor_s(work, COST, kv_pool_tokens=8_000, slots=64)  # 8 steps at least
+    shared = replace(work, decode_shared_context_tokens=64 * 500)  # half of each is a shared prompt
+    halved = engine_floor_s(shared, COST, kv_pool_tokens=8_000, slots=64)  # 4 steps at least
+    assert alone - halved == pytest.approx(4 * (COST.t_fix_s + COST.t_weights_s))
