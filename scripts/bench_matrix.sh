@@ -8,7 +8,7 @@
 # × async_factor ∈ {0, 2}. async_factor 0 and 1 are the same run (both mean on-policy: the
 # config maps 0 to 1, rollout/core/config.py), so 1 is not run twice. Every cell runs ours,
 # sync and traj_async with its agent-slot sweep (the tuned baseline); off-policy cells add
-# aggressive and kv_throttle; the KV-tight off-policy cells (swe_like and heavy_tail with the
+# aggressive with its concurrency sweep (the engine's generation slots) and kv_throttle; the KV-tight off-policy cells (swe_like and heavy_tail with the
 # 32B-like model, swe_like with the 8B-like model at B=16) add kv_throttle at a 40 % watermark
 # and the single-factor ablations, and draw the comparison figures of their first seed into
 # ${OUT%.md}_figures/<cell>/ (`--figures`).
@@ -93,6 +93,19 @@ slots() { # MODEL B
     32B:16) echo 8,16 ;;
   esac
 }
+# aggressive's knob is the engine's generation slots (its concurrency): below each config's own
+# (64 for swe_like, 32 otherwise), around the KV pool's worth of contexts.
+concurrency() { # MODEL WORKLOAD
+  local values
+  case "$1:$2" in
+    32B:*) values="8 16" ;;
+    8B:swe_like) values="16 32" ;;
+    8B:*) values="16" ;;
+  esac
+  local out=()
+  for v in $values; do out+=("[max_running_requests=$v]"); done
+  (IFS=,; echo "${out[*]}")
+}
 kv_tight() { # MODEL WORKLOAD B
   [[ $1 == 32B && $2 != short_context ]] || [[ $1:$2:$3 == 8B:swe_like:16 ]]
 }
@@ -111,15 +124,16 @@ else
           [[ $model == 32B ]] && args+=("$M32")
           policies=conductor,sync,traj_async
           extra=()
+          sweeps=(--sweep "traj_async:conductor.agent_slots=$(slots $model $b)")
           if [[ $async != 0 ]]; then
             policies+=,aggressive,kv_throttle
+            sweeps+=(--sweep "aggressive:engine.overrides=$(concurrency $model $workload)")
             if kv_tight $model $workload $b; then
               policies+=",$KV40,$ABLATIONS"
               extra=(--figures)
             fi
           fi
-          cell "$id" "${extra[@]}" "${args[@]}" "policies=[$policies]" \
-            --sweep "traj_async:conductor.agent_slots=$(slots $model $b)"
+          cell "$id" "${extra[@]}" "${args[@]}" "policies=[$policies]" "${sweeps[@]}"
         done
       done
     done

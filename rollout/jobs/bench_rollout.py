@@ -103,7 +103,17 @@ def parse_sweep(text: str) -> list[Variant]:
             f"got {text!r}"
         )
     knob = key.rsplit(".", 1)[-1]
-    return [Variant(f"{policy}[{knob}={value}]", policy, (f"{key}={value}",)) for value in choices]
+    return [
+        Variant(f"{policy}[{_label(knob, value)}]", policy, (f"{key}={value}",))
+        for value in choices
+    ]
+
+
+def _label(knob: str, value: str) -> str:
+    """`knob=value`, or the override itself when the value is a one-item override list
+    (`engine.overrides=[max_running_requests=8]` reads `max_running_requests=8`)."""
+    inner = value[1:-1].strip() if value.startswith("[") and value.endswith("]") else ""
+    return inner if "=" in inner else f"{knob}={value}"
 
 
 def best_of_sweeps(results: Sequence[SeedSpread], variants: Sequence[Variant]) -> dict[str, str]:

@@ -61,6 +61,15 @@ def test_a_sweep_is_one_variant_per_value_of_one_knob() -> None:
         parse_sweep("traj_async")
 
 
+def test_a_sweep_over_engine_overrides_reads_as_the_override() -> None:
+    (eight, sixteen) = parse_sweep(
+        "aggressive:engine.overrides=[max_running_requests=8],[max_running_requests=16]"
+    )
+    assert eight.label == "aggressive[max_running_requests=8]"
+    assert eight.overrides == ("engine.overrides=[max_running_requests=8]",)
+    assert sixteen.label == "aggressive[max_running_requests=16]"
+
+
 def test_the_best_value_of_a_sweep_is_the_one_with_the_lowest_mean_t_next() -> None:
     variants = parse_sweep("traj_async:conductor.agent_slots=1,8")
     results = run_seeds(SHORT, [*SMALL, "policies=[conductor]"], [0], variants=variants)
