@@ -217,7 +217,8 @@ def run_seeds(
 
 
 COLUMNS = ("policy", "T_next", "÷ ours", "counts", "÷ floor", "length bias", "staleness",
-           "E_rollout", "busy", "KV hit", "recomputed tokens", "preemptions")  # fmt: skip
+           "E_rollout", "busy", "KV hit device", "KV hit host", "recomputed tokens",
+           "preemptions")  # fmt: skip
 
 
 def comparison_rows(
@@ -243,7 +244,8 @@ def comparison_rows(
                 cell(lambda s: s.staleness_mean, 2),
                 cell(lambda s: s.e_rollout, 3),
                 cell(lambda s: s.busy_fraction, 3),
-                cell(lambda s: s.kv_hit_rate, 3),
+                cell(lambda s: s.kv_device_hit_rate, 3),
+                cell(lambda s: s.kv_host_hit_rate, 3),
                 cell(lambda s: float(s.recomputed_tokens), 0),
                 cell(lambda s: float(s.preemptions), 0),
             ]

@@ -277,6 +277,7 @@ async def _simulate_policy(
         engines=len(stack.engines),  # busy fraction = the mean over engines
         counters=conductor.engine_counters,
         dispatch=conductor.stats.dispatch,
+        host_hit_tokens=sum(int(e.stats().extra.get("host_hit_tokens", 0)) for e in stack.engines),
     )
     if isinstance(stack, SimStack):
         summary = with_script_figures(summary, simulation, stack, digests, conductor.stats)

@@ -53,6 +53,16 @@ class RunSummary:
     consumed_tokens_mean: float | None = None  # planned final context of consumed samples
     admitted_tokens_mean: float | None = None  # the same over every admitted group's samples
     floor_t_next_s: float | None = None  # rollout.sim.lower_bound over the consumed samples
+    # prompt tokens served from the host tier (loaded back) over prompt tokens sent; None when
+    # the engines do not report it (`kv_hit_rate` counts both tiers)
+    kv_host_hit_rate: float | None = None
+
+    @property
+    def kv_device_hit_rate(self) -> float | None:
+        """Prompt tokens served from device KV over prompt tokens sent (None: tiers unknown)."""
+        if self.kv_hit_rate is None or self.kv_host_hit_rate is None:
+            return None
+        return max(0.0, self.kv_hit_rate - self.kv_host_hit_rate)
 
     @property
     def length_bias(self) -> float | None:
@@ -145,9 +155,11 @@ def summarize_run(
     engines: int,
     counters: Mapping[str, EngineCounters],
     dispatch: DecisionCounts,
+    host_hit_tokens: int | None = None,
 ) -> RunSummary:
     """Summarize consumed `batches` (`digest_batch` of each, in order); `busy_s` is summed
-    over `engines` during `elapsed_s`."""
+    over `engines` during `elapsed_s`; `host_hit_tokens`: prompt tokens the engines served from
+    their host tier (None: not reported)."""
     t_next = []
     previous_s = origin_s
     for batch in batches:
@@ -167,6 +179,9 @@ def summarize_run(
         e_rollout=useful / (useful + waiting) if useful + waiting > 0 else None,
         busy_fraction=busy_s / (elapsed_s * engines) if elapsed_s > 0 and engines else None,
         kv_hit_rate=cached / prompt if prompt else None,
+        kv_host_hit_rate=host_hit_tokens / prompt
+        if prompt and host_hit_tokens is not None
+        else None,
         recomputed_tokens=sum(c.recomputed_tokens for c in counters.values()),
         preemptions=dispatch.preemptions,
         interruptions=dispatch.interruptions,

@@ -14,8 +14,8 @@ that step), `b_tok`
 and `c_dec·L` for the context it reads; a prefilled token `b_c + b_tok` and its attention
 `c_pf·n(p + n/2)`. A request spanning a step boundary is split in proportion to time. The
 figures are estimates (the engine does not log per-request time): on the swe_like/32B runs
-tried they sum to within about 15 % of each step's busy time. Pure: records in, rows out; SIMULATED runs carry the cost model in their
-config.
+tried they sum to within about 15 % of each step's busy time. Pure: records in, rows out;
+SIMULATED runs carry the cost model in their config.
 """
 
 from __future__ import annotations

@@ -87,6 +87,9 @@ def test_every_simulated_run_stays_above_its_floor_and_measures_its_length_bias(
             assert summary.over_floor is not None and summary.over_floor >= 1.0
             assert summary.length_bias is not None and summary.length_bias > 0
             assert summary.staleness_mean is not None and summary.staleness_mean >= 0
+            total, host = summary.kv_hit_rate, summary.kv_host_hit_rate
+            assert total is not None and host is not None and 0.0 <= host <= total
+            assert summary.kv_device_hit_rate == pytest.approx(total - host)
 
 
 def test_the_command_appends_its_table_as_markdown(tmp_path) -> None:  # type: ignore[no-untyped-def]
