@@ -136,7 +136,7 @@ def bench_rollout(
     """Policies over several seeds (SIMULATED): T_next mean and min–max, ratios that count."""
     from harness.errors import ConfigError
     from rollout.jobs.bench_rollout import (
-        best_of_sweeps,
+        best_lines,
         comparison_rows,
         markdown_table,
         parse_sweep,
@@ -176,16 +176,12 @@ def bench_rollout(
     for row in rows:
         table.add_row(*(escape(cell) for cell in row))
     console.print(table)
-    best_lines = [
-        f"best {policy}: {label}, ÷ ours {ratios[label].spread.text('×', digits=2)} "
-        f"(counts: {'yes' if ratios[label].decisive else 'no'})"
-        for policy, label in best_of_sweeps(results, variants).items()
-    ]
+    best = best_lines(results, variants, ratios)
     if markdown is not None:
         with markdown.open("a", encoding="utf-8") as out:
-            out.write(markdown_table(title, columns, rows, best_lines))
+            out.write(markdown_table(title, columns, rows, best))
         console.print(f"appended the table to {markdown}")
-    for line in best_lines:
+    for line in best:
         console.print(escape(line))
     if figures is not None and figure_settings is not None:
         _draw_figures(results, figures, figure_settings, config, overrides or [], seed_list[0])

@@ -44,6 +44,7 @@ __all__ = [
     "Spread",
     "Variant",
     "WeakScalingRow",
+    "best_lines",
     "best_of_sweeps",
     "comparison_rows",
     "markdown_table",
@@ -149,6 +150,30 @@ def spread(values: Sequence[float]) -> Spread:
     if not values:
         raise ValueError("a spread needs at least one value")
     return Spread(statistics.fmean(values), min(values), max(values))
+
+
+def best_lines(
+    results: Sequence[SeedSpread], variants: Sequence[Variant], ratios: Mapping[str, Ratio]
+) -> list[str]:
+    """One line per swept baseline: its best variant, that variant's ratio to ours, and its
+    headroom, T_next ÷ the floor of the samples it consumed: no policy consuming those samples
+    can beat it by more (SIMULATED, `rollout.sim.lower_bound`)."""
+    by_label = {result.policy: result for result in results}
+    lines = []
+    for policy, label in best_of_sweeps(results, variants).items():
+        ratio = ratios[label]
+        line = (
+            f"best {policy}: {label}, ÷ ours {ratio.spread.text('×', digits=2)} "
+            f"(counts: {'yes' if ratio.decisive else 'no'})"
+        )
+        headroom = by_label[label].figure(lambda s: s.over_floor)
+        if headroom is not None:
+            line += (
+                f"; it runs at {headroom.text('×', digits=2)} the floor of the samples it "
+                "consumed: no policy consuming those samples beats it by more"
+            )
+        lines.append(line)
+    return lines
 
 
 def ratios_to_ours(results: Sequence[SeedSpread]) -> Mapping[str, Ratio]:

@@ -10,8 +10,10 @@ from rollout.jobs.bench_rollout import (
     Ratio,
     Spread,
     Variant,
+    best_lines,
     best_of_sweeps,
     parse_sweep,
+    ratios_to_ours,
     run_seeds,
     spread,
 )
@@ -77,6 +79,11 @@ def test_the_best_value_of_a_sweep_is_the_one_with_the_lowest_mean_t_next() -> N
     one_slot, eight = results[1], results[2]
     assert one_slot.t_next().mean > eight.t_next().mean  # one live sample at a time is slow
     assert best_of_sweeps(results, variants) == {"traj_async": "traj_async[agent_slots=8]"}
+    (line,) = best_lines(results, variants, ratios_to_ours(results))
+    headroom = eight.figure(lambda s: s.over_floor)
+    assert headroom is not None and headroom.mean >= 1.0
+    assert line.startswith("best traj_async: traj_async[agent_slots=8], ÷ ours ")
+    assert f"it runs at {headroom.text('×', digits=2)} the floor" in line
 
 
 def test_every_simulated_run_stays_above_its_floor_and_measures_its_length_bias() -> None:
