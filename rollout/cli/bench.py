@@ -167,7 +167,8 @@ def bench_rollout(
         f"SIMULATED ({config.name} {' '.join(overrides or [])}, seeds {seeds}): T_next mean over "
         "steps, mean [min–max] over seeds; ratio = baseline ÷ ours per seed, counts when its "
         "spread does not cross 1; ÷ floor = T_next ÷ the engine-time floor of the consumed "
-        "samples; length bias = consumed ÷ admitted mean trajectory length"
+        "samples; length bias = consumed ÷ admitted mean trajectory length (p90: of the 90th "
+        "percentiles); reward bias = consumed − admitted mean reward"
     )
     columns, rows = comparison_rows(results, ratios)
     table = Table(title=escape(title))

@@ -241,7 +241,8 @@ def run_seeds(
     ]
 
 
-COLUMNS = ("policy", "T_next", "÷ ours", "counts", "÷ floor", "length bias", "staleness",
+COLUMNS = ("policy", "T_next", "÷ ours", "counts", "÷ floor", "length bias", "p90 length bias",
+           "reward bias", "staleness",
            "E_rollout", "busy", "KV hit device", "KV hit host", "recomputed tokens",
            "preemptions")  # fmt: skip
 
@@ -266,6 +267,8 @@ def comparison_rows(
                 "—" if ratio is None else ("yes" if ratio.decisive else "no"),
                 cell(lambda s: s.over_floor, 2),
                 cell(lambda s: s.length_bias, 3),
+                cell(lambda s: s.length_bias_p90, 3),
+                cell(lambda s: s.reward_bias, 3),
                 cell(lambda s: s.staleness_mean, 2),
                 cell(lambda s: s.e_rollout, 3),
                 cell(lambda s: s.busy_fraction, 3),

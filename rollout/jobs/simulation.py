@@ -37,6 +37,7 @@ from rollout.engines.sim import ServedModelConfig, SimEngine, SimEngineConfig, b
 from rollout.jobs.config import SimTaskSourceConfig, SimulateConfig, shape_rollout
 from rollout.jobs.run_health import RunHealth
 from rollout.observe.engine_work import EngineWork
+from rollout.observe.health import percentile
 from rollout.observe.prompt_sharing import without_shared_prompts
 from rollout.observe.recorder import RunRecorder
 from rollout.observe.run_summary import BatchDigest, RunSummary, summarize_run
@@ -336,23 +337,31 @@ def with_script_figures(
         slots=engine.max_running_requests,
         engines=len(stack.engines),
     )
-    consumed = [
-        script_tokens(script)
+    consumed_scripts = [
+        script
         for digest in digests
         for group_id in digest.group_ids
         for script in stack.workload.group(stack.sessions.group_index(group_id))
     ]
-    admitted = [
-        script_tokens(script)
-        for index in range(stats.admitted_groups)
-        for script in stack.workload.group(index)
+    admitted_scripts = [
+        script for index in range(stats.admitted_groups) for script in stack.workload.group(index)
     ]
+    consumed = [script_tokens(script) for script in consumed_scripts]
+    admitted = [script_tokens(script) for script in admitted_scripts]
     return replace(
         summary,
         floor_t_next_s=floor_s / len(digests) if digests else None,
-        consumed_tokens_mean=sum(consumed) / len(consumed) if consumed else None,
-        admitted_tokens_mean=sum(admitted) / len(admitted) if admitted else None,
+        consumed_tokens_mean=_mean(consumed),
+        admitted_tokens_mean=_mean(admitted),
+        consumed_tokens_p90=percentile(consumed, 90.0) if consumed else None,
+        admitted_tokens_p90=percentile(admitted, 90.0) if admitted else None,
+        consumed_reward_mean=_mean([script.reward for script in consumed_scripts]),
+        admitted_reward_mean=_mean([script.reward for script in admitted_scripts]),
     )
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
 
 
 @asynccontextmanager

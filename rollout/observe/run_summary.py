@@ -52,6 +52,10 @@ class RunSummary:
     # Set by a simulation, which knows every sample's script (SIMULATED):
     consumed_tokens_mean: float | None = None  # planned final context of consumed samples
     admitted_tokens_mean: float | None = None  # the same over every admitted group's samples
+    consumed_tokens_p90: float | None = None  # the 90th percentile of those lengths
+    admitted_tokens_p90: float | None = None
+    consumed_reward_mean: float | None = None  # planned reward (the script's) of consumed samples
+    admitted_reward_mean: float | None = None  # the same over every admitted group's samples
     floor_t_next_s: float | None = None  # rollout.sim.lower_bound over the consumed samples
     # prompt tokens served from the host tier (loaded back) over prompt tokens sent; None when
     # the engines do not report it (`kv_hit_rate` counts both tiers)
@@ -70,6 +74,21 @@ class RunSummary:
         if not self.consumed_tokens_mean or not self.admitted_tokens_mean:
             return None
         return self.consumed_tokens_mean / self.admitted_tokens_mean
+
+    @property
+    def length_bias_p90(self) -> float | None:
+        """Consumed ÷ admitted 90th-percentile length: < 1 means the long tail is left out."""
+        if not self.consumed_tokens_p90 or not self.admitted_tokens_p90:
+            return None
+        return self.consumed_tokens_p90 / self.admitted_tokens_p90
+
+    @property
+    def reward_bias(self) -> float | None:
+        """Consumed − admitted mean reward: > 0 means the batches lean toward successes (a
+        difference: the rates are near 0 on hard tasks, where a ratio would blow up)."""
+        if self.consumed_reward_mean is None or self.admitted_reward_mean is None:
+            return None
+        return self.consumed_reward_mean - self.admitted_reward_mean
 
     @property
     def over_floor(self) -> float | None:

@@ -93,6 +93,11 @@ def test_every_simulated_run_stays_above_its_floor_and_measures_its_length_bias(
             assert summary.floor_t_next_s is not None and summary.floor_t_next_s > 0
             assert summary.over_floor is not None and summary.over_floor >= 1.0
             assert summary.length_bias is not None and summary.length_bias > 0
+            assert summary.length_bias_p90 is not None and summary.length_bias_p90 > 0
+            assert summary.reward_bias is not None and -1.0 <= summary.reward_bias <= 1.0
+            if result.policy == "sync":  # it consumes exactly the groups it admits
+                assert summary.length_bias == summary.length_bias_p90 == 1.0
+                assert summary.reward_bias == 0.0
             assert summary.staleness_mean is not None and summary.staleness_mean >= 0
             total, host = summary.kv_hit_rate, summary.kv_host_hit_rate
             assert total is not None and host is not None and 0.0 <= host <= total
