@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rollout.engines.sim.config import RetractionPolicy, SimEngineConfig
-from rollout.engines.sim.cost_model import CostModelConfig, decode_step_time_s
+from rollout.engines.sim.cost_model import CostModelConfig, decode_step_cost
 
 __all__ = [
     "AdmissionWatch",
@@ -172,8 +172,9 @@ def plan_decode_block(
     ends: list[float] = []
     now = start_s
     context = context_tokens
+    fixed_s, per_kv_token_s = decode_step_cost(cost, batch)  # = decode_step_time_s, per step
     for step in range(1, max_steps + 1):
-        now += decode_step_time_s(cost, batch, context)
+        now += fixed_s + per_kv_token_s * context
         context += batch
         ends.append(now)
         if watch is not None and watch.admits_after(step):

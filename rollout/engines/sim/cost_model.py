@@ -9,11 +9,20 @@ new tokens and the tokens already in KV before it. Pure functions over a frozen 
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from pydantic import Field
 
 from harness.config import FrozenConfig
 
-__all__ = ["CostModelConfig", "decode_step_time_s", "prefill_attention_units", "step_time_s"]
+__all__ = [
+    "CostModelConfig",
+    "DecodeStepCost",
+    "decode_step_cost",
+    "decode_step_time_s",
+    "prefill_attention_units",
+    "step_time_s",
+]
 
 
 class CostModelConfig(FrozenConfig):
@@ -89,3 +98,26 @@ def step_time_s(
 def decode_step_time_s(cost: CostModelConfig, batch: int, context_tokens: int) -> float:
     """Seconds of a decode-only step of `batch` requests reading `context_tokens` KV in total."""
     return step_time_s(cost, decode_requests=batch, decode_context_tokens=context_tokens)
+
+
+class DecodeStepCost(NamedTuple):
+    """`decode_step_time_s` of one batch size as `fixed_s + per_kv_token_s × context_tokens`.
+
+    Bit-identical to it: `step_time_s` adds its terms left to right, so everything before the
+    KV-read term is the same float for every step of a fixed batch (and the prefill term it
+    adds last is exactly 0.0). A decode block plans tens of steps per batch; this spares
+    recomputing the constant part of each (`batching.plan_decode_block`).
+    """
+
+    fixed_s: float
+    per_kv_token_s: float
+
+
+def decode_step_cost(cost: CostModelConfig, batch: int) -> DecodeStepCost:
+    """The decode-step time of `batch` requests, split as `DecodeStepCost` says (0 for none)."""
+    if batch == 0:
+        return DecodeStepCost(0.0, 0.0)
+    return DecodeStepCost(
+        cost.t_fix_s + max(cost.t_weights_s, batch * cost.b_c_s) + cost.b_tok_s * batch,
+        cost.c_dec_s,
+    )

@@ -12,6 +12,7 @@ from rollout.engines.sim import (
     prefill_attention_units,
     step_time_s,
 )
+from rollout.engines.sim.cost_model import decode_step_cost
 from tests.paths import CONFIGS
 
 MODEL_CONFIGS = CONFIGS / "model"
@@ -37,6 +38,17 @@ def test_large_batches_are_compute_bound() -> None:
 def test_decode_pays_for_every_kv_token_read() -> None:
     extra = decode_step_time_s(COST, 4, 1_000_000) - decode_step_time_s(COST, 4, 0)
     assert extra == pytest.approx(1_000_000 * 1e-8)
+
+
+@pytest.mark.parametrize("model", ["qwen3_8b_h200.yaml", "qwen3_32b_h200.yaml"])
+def test_the_split_decode_step_cost_is_bit_identical_to_the_step_time(model: str) -> None:
+    cost = load_config(ServedModelConfig, MODEL_CONFIGS / model).cost
+    for costs in (cost, COST):
+        for batch in (0, 1, 2, 7, 31, 32, 33, 64, 100, 255, 256):
+            fixed_s, per_kv_token_s = decode_step_cost(costs, batch)
+            for context in (0, 1, 4_095, 123_457, 2_000_003):
+                step_s = decode_step_time_s(costs, batch, context)
+                assert fixed_s + per_kv_token_s * context == step_s  # exact, not approx
 
 
 def test_prefill_attention_is_causal_over_the_prefix_and_the_chunk() -> None:
