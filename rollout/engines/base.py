@@ -27,6 +27,7 @@ __all__ = [
     "KVHintKind",
     "SamplingParams",
     "TokenIds",
+    "kv_headroom",
 ]
 
 
@@ -164,9 +165,14 @@ class EngineStats:
     @property
     def kv_headroom(self) -> float:
         """Fraction of device KV that is free (0..1)."""
-        if self.kv_capacity_tokens <= 0:
-            return 0.0
-        return max(0.0, 1.0 - self.kv_used_tokens / self.kv_capacity_tokens)
+        return kv_headroom(self.kv_used_tokens, self.kv_capacity_tokens)
+
+
+def kv_headroom(used_tokens: int, capacity_tokens: int) -> float:
+    """Fraction of `capacity_tokens` of device KV that is free (0..1; 0 with no capacity)."""
+    if capacity_tokens <= 0:
+        return 0.0
+    return max(0.0, 1.0 - used_tokens / capacity_tokens)
 
 
 @runtime_checkable

@@ -16,7 +16,7 @@ import logging
 import random
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Protocol
 
 from rollout.core.decision_log import DecisionLog
@@ -31,7 +31,7 @@ from rollout.core.scheduler_events import (
     SchedulerEvent,
     StartGeneration,
 )
-from rollout.engines.base import Engine, EngineError, EngineStats, KVHint, KVHintKind
+from rollout.engines.base import Engine, EngineError, EngineStats, KVHint, KVHintKind, kv_headroom
 from rollout.errors import SchedulerError
 from rollout.runtime.loop_host import GenerationTicket
 
@@ -235,6 +235,7 @@ def scheduler_view(stats: EngineStats) -> EngineLoad:
     else:
         evictable = int(stats.extra.get("kv_evictable_tokens", 0))
         used = max(0, stats.kv_used_tokens - evictable)
-    headroom = replace(stats, kv_used_tokens=used).kv_headroom
+    headroom = kv_headroom(used, stats.kv_capacity_tokens)  # (a copy of the stats just for it
+    # costs more than the rest of this view: it runs after every generation)
     host = int(stats.extra.get("kv_host_capacity_tokens", 0))
     return EngineLoad(stats.max_running_requests, headroom, stats.kv_capacity_tokens, host)
