@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 
 import pytest
 
@@ -108,6 +110,22 @@ def test_work_from_a_thread_wakes_a_loop_that_has_no_timers() -> None:
         return await asyncio.get_running_loop().run_in_executor(None, sum, [1, 2, 3])
 
     assert run_virtual(main()) == 6
+
+
+def test_a_signal_that_comes_while_callbacks_are_ready_is_handled_before_the_clock_moves() -> None:
+    async def main() -> list[float]:
+        loop = asyncio.get_running_loop()
+        seen: list[float] = []
+        loop.add_signal_handler(signal.SIGUSR1, lambda: seen.append(loop.time()))
+        try:
+            os.kill(os.getpid(), signal.SIGUSR1)
+            await asyncio.sleep(0)  # ready callbacks: the loop does not poll its wake-up pipe
+            await asyncio.sleep(5.0)  # it does before the clock jumps
+        finally:
+            loop.remove_signal_handler(signal.SIGUSR1)
+        return seen
+
+    assert run_virtual(main()) == [0.0]
 
 
 def test_negative_real_io_wait_is_rejected_with_the_bad_value() -> None:
