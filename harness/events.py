@@ -98,6 +98,12 @@ class EventBus:
 
         return unsubscribe
 
+    @property
+    def listening(self) -> bool:
+        """Whether anyone subscribes: emitters may skip building events nobody reads (a
+        benchmark run records none, and builds several per generation otherwise)."""
+        return bool(self._subscribers)
+
     def emit(self, event: StepEvent) -> None:
         for subscriber in tuple(self._subscribers):
             subscriber(event)

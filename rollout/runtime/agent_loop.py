@@ -494,6 +494,8 @@ class AgentLoop:
     def _emit(
         self, phase: Phase, start_s: float, data: dict[str, Any], *, end_s: float | None = None
     ) -> None:
+        if not self._host.bus.listening:
+            return
         end = self._now() if end_s is None else end_s
         self._host.bus.emit(
             StepEvent(phase, start_s, end, self._sample.sample_id, self._group_id, data)

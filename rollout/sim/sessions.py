@@ -116,6 +116,8 @@ class SimEnvSession:
     def _emit(
         self, phase: Phase, start_s: float, data: dict[str, Any], end_s: float | None = None
     ) -> None:
+        if not self._bus.listening:
+            return
         end = self._clock.now() if end_s is None else end_s
         sample = self._sample
         self._bus.emit(

@@ -27,6 +27,15 @@ def test_unsubscribed_subscriber_receives_nothing_more() -> None:
     assert recorder.events == []
 
 
+def test_bus_listens_only_while_it_has_a_subscriber() -> None:
+    bus = EventBus()
+    assert not bus.listening
+    unsubscribe = bus.subscribe(EventRecorder())
+    assert bus.listening
+    unsubscribe()
+    assert not bus.listening
+
+
 def test_event_serialises_to_plain_dict() -> None:
     event = StepEvent(Phase.ACT, 0.5, 1.5, "s", "g", {"exit_code": 0})
     assert event.to_dict() == {
