@@ -243,7 +243,7 @@ class TieredCache:
     def _lock_node(self, node: TreeNode) -> None:
         # Only the first lock changes what eviction may take (locked nodes are on device).
         if node.lock_ref == 0 and node.on_device:
-            self._evictable[class_index(node.high_ref, node.low_ref)] -= node.tokens
+            self._evictable[node.ref_class] -= node.tokens
         node.lock_ref += 1
 
     def _dec_lock(self, node: TreeNode) -> None:
@@ -258,7 +258,7 @@ class TieredCache:
         if node.lock_ref < 0:
             raise InvariantError(f"{node!r}: lock_ref went negative; a receipt was replayed")
         if node.on_device:
-            self._evictable[class_index(node.high_ref, node.low_ref)] += node.tokens
+            self._evictable[node.ref_class] += node.tokens
             if not node.device_children:  # a device leaf: evictable now
                 self._device_candidates.push(node)  # (a lock never changes host candidacy)
 
@@ -315,14 +315,14 @@ class TieredCache:
             node = node.parent
 
     def _add_ref(self, node: TreeNode, priority: Priority, delta: int) -> None:
-        before = class_index(node.high_ref, node.low_ref)
+        before = node.ref_class
         if priority is Priority.HIGH:
             node.high_ref += delta
         else:
             node.low_ref += delta
         if node.high_ref < 0 or node.low_ref < 0:
             raise InvariantError(f"{node!r}: a session ref went negative")
-        after = class_index(node.high_ref, node.low_ref)
+        after = node.ref_class = class_index(node.high_ref, node.low_ref)
         if after == before:
             return  # most refs land on nodes that keep their class: nothing to recount
         if node.on_device and node.lock_ref == 0:
@@ -629,7 +629,7 @@ class TieredCache:
                 raise InvariantError("host backup counters promised room that the heap lacks")
             if victim.on_device:
                 self._set_host(victim, False)
-            elif limit is not None and class_index(victim.high_ref, victim.low_ref) <= limit:
+            elif limit is not None and victim.ref_class <= limit:
                 self._drop_subtree(victim)
             else:
                 skipped.append(victim)
@@ -741,7 +741,7 @@ class TieredCache:
 
     # ----------------------------------------------------------------- internals: counters
     def _count(self, node: TreeNode) -> None:
-        node_class = class_index(node.high_ref, node.low_ref)
+        node_class = node.ref_class
         if node.on_device and node.lock_ref == 0:
             self._evictable[node_class] += node.tokens
         if node.on_host and node.host_pin == 0:
@@ -750,7 +750,7 @@ class TieredCache:
                 self._host_backups[node_class] += node.tokens
 
     def _uncount(self, node: TreeNode) -> None:
-        node_class = class_index(node.high_ref, node.low_ref)
+        node_class = node.ref_class
         if node.on_device and node.lock_ref == 0:
             self._evictable[node_class] -= node.tokens
         if node.on_host and node.host_pin == 0:

@@ -12,7 +12,6 @@ import heapq
 import itertools
 from collections.abc import Callable
 
-from kvcache.eviction_order import class_index
 from kvcache.tree import RadixTree, TreeNode
 
 __all__ = ["CandidateHeap", "is_device_candidate", "is_host_candidate"]
@@ -67,7 +66,7 @@ class CandidateHeap:
         (its key can only have grown since, which `pop` re-keys); most refreshes are such
         no-ops, so the heap does not fill with duplicates.
         """
-        key_class = class_index(node.high_ref, node.low_ref)
+        key_class = node.ref_class
         if self._device:
             has_entry = node.device_seq >= 0 and node.device_entry_class <= key_class
         else:
@@ -90,7 +89,7 @@ class CandidateHeap:
             if self._is_candidate(node)
             and not (
                 (self._live_seq(node), id(node)) in live
-                and self._entry_class(node) <= class_index(node.high_ref, node.low_ref)
+                and self._entry_class(node) <= node.ref_class
             )
         ]
 
@@ -106,7 +105,7 @@ class CandidateHeap:
                 heapq.heappop(heap)
                 self._set_seq(node, -1, -1)  # the node has no entry now
                 continue
-            current_class = class_index(node.high_ref, node.low_ref)
+            current_class = node.ref_class
             if (key_class, last_access_s) != (current_class, node.last_access_s):
                 heapq.heapreplace(  # the key grew since the push: re-key lazily
                     heap,
@@ -124,7 +123,7 @@ class CandidateHeap:
         heap: list[_HeapEntry] = []
         for node in self._tree.iter_nodes():
             if self._is_candidate(node):
-                key_class = class_index(node.high_ref, node.low_ref)
+                key_class = node.ref_class
                 heap.append((key_class, node.last_access_s, self._stamp(node, key_class), node))
             else:
                 self._set_seq(node, -1, -1)  # its entries are dropped with the old heap

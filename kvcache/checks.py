@@ -65,6 +65,8 @@ def cache_problems(cache: TieredCache) -> list[str]:
                 f"it high={expected_high[node.node_id]} low={expected_low[node.node_id]}"
             )
         node_class = eviction_class(node.high_ref, node.low_ref)
+        if node.ref_class != node_class:
+            problems.append(f"{node!r}: its kept class {node.ref_class} is not {int(node_class)}")
         if node.on_device:
             device_tokens += node.tokens
             if node.lock_ref == 0:

@@ -51,6 +51,7 @@ class TreeNode:
         "page_keys",
         "parent",
         "ready_at_s",
+        "ref_class",
         "tokens",
     )
 
@@ -75,6 +76,9 @@ class TreeNode:
         self.lock_ref = 0
         self.high_ref = 0
         self.low_ref = 0
+        # `class_index(high_ref, low_ref)`, kept by the cache whenever it changes a ref: the
+        # counters and heaps read a node's class millions of times, its refs change far less.
+        self.ref_class = 0
         self.host_pin = 0  # >0 while a load reads the host copy; it may not be discarded
         self.last_access_s = 0.0
         self.ready_at_s = 0.0  # an in-flight copy into this node's device KV lands then
@@ -204,6 +208,7 @@ class RadixTree:
         upper.lock_ref = node.lock_ref
         upper.high_ref = node.high_ref
         upper.low_ref = node.low_ref
+        upper.ref_class = node.ref_class
         upper.last_access_s = node.last_access_s
         upper.ready_at_s = node.ready_at_s
         upper.host_pin = node.host_pin

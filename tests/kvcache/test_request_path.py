@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from kvcache import CapacityError, Priority, ReceiptError, SessionError
+from kvcache import CapacityError, InvariantError, Priority, ReceiptError, SessionError
 from kvcache.checks import check_cache
+from kvcache.eviction_order import EvictionClass
 from tests.kvcache.helpers import cache_of, path_on_device, run_turn, spec_policy
 
 
@@ -83,6 +84,21 @@ def test_load_back_moves_a_host_hit_to_device(policy_name: str) -> None:
     result = policy.load_back([1, 2, 3, 4], Priority.LOW, 2.0)
     assert (result.ok, result.loaded_tokens, result.ready_at_s) == (True, 4, 6.0)
     assert path_on_device(policy, [1, 2, 3, 4])
+
+
+def test_each_node_keeps_the_class_of_its_refs_and_the_check_sees_a_stale_one() -> None:
+    policy = spec_policy()  # the priority policy: sessions reference their context
+    policy.open("s", Priority.HIGH, 0.0)
+    run_turn(policy, [1, 2, 3, 4], 0.0, session_id="s", priority=Priority.HIGH)
+    cache = cache_of(policy)
+    leaf = cache.session_leaf("s")
+    assert leaf is not None and leaf.ref_class == EvictionClass.HIGH_REF
+    policy.close("s", 1.0)
+    assert leaf.ref_class == EvictionClass.UNREFERENCED
+    check_cache(cache)
+    leaf.ref_class = EvictionClass.LOW_REF
+    with pytest.raises(InvariantError, match="kept class"):
+        check_cache(cache)
 
 
 def test_a_loaded_back_prefix_reports_when_its_copy_lands(policy_name: str) -> None:
