@@ -515,9 +515,7 @@ class TieredCache:
             raise InvariantError("a host chain must hang off a device-resident node")
         self._inc_lock(anchor)  # the prefix the chain extends must survive our own eviction
         for node in chain:
-            self._uncount(node)
-            node.host_pin += 1
-            self._count(node)
+            self._pin_host(node, +1)
         try:
             allocation = self.reserve(need, max_class)
             if allocation.ok:
@@ -530,9 +528,7 @@ class TieredCache:
                 self.accounting.h2d_tokens += need
         finally:
             for node in chain:
-                self._uncount(node)
-                node.host_pin -= 1
-                self._count(node)
+                self._pin_host(node, -1)
             self._dec_lock(anchor)
         for node in chain:
             self._refresh(node)
@@ -650,17 +646,23 @@ class TieredCache:
         self.accounting.demoted_tokens += node.tokens
 
     def _set_device(self, node: TreeNode, resident: bool) -> None:
+        """Give `node` a device copy or take it away (the counters change as `_count` says:
+        a device copy is evictable while unlocked and makes an unpinned host copy a backup)."""
         parent = node.parent
         if parent is None:
             raise InvariantError("the root's residency is fixed")
-        self._uncount(node)
+        if node.on_device == resident:
+            raise InvariantError(f"{node!r} is already {'on' if resident else 'off'} device")
+        tokens = node.tokens if resident else -node.tokens
+        if not node.lock_ref:
+            self._evictable[node.ref_class] += tokens
+        if node.on_host and not node.host_pin:
+            self._host_backups[node.ref_class] += tokens
         node.on_device = resident
-        self._count(node)
+        self.device_cached_tokens += tokens
         if resident:
-            self.device_cached_tokens += node.tokens
             parent.device_children += 1
         else:
-            self.device_cached_tokens -= node.tokens
             parent.device_children -= 1
             self._refresh(parent)
         # Either way the node's candidacy may change: a device copy makes its host copy a
@@ -668,10 +670,29 @@ class TieredCache:
         self._refresh(node)
 
     def _set_host(self, node: TreeNode, resident: bool) -> None:
-        self._uncount(node)
+        """Give `node` a host copy or take it away (an unpinned one is reclaimable, and a
+        backup too while the node is on device; see `_count`)."""
+        if node.on_host == resident:
+            raise InvariantError(f"{node!r} is already {'on' if resident else 'off'} host")
+        tokens = node.tokens if resident else -node.tokens
+        if not node.host_pin:
+            self._host_reclaimable[node.ref_class] += tokens
+            if node.on_device:
+                self._host_backups[node.ref_class] += tokens
         node.on_host = resident
-        self._count(node)
-        self.host_cached_tokens += node.tokens if resident else -node.tokens
+        self.host_cached_tokens += tokens
+
+    def _pin_host(self, node: TreeNode, delta: int) -> None:
+        """Pin (+1) or unpin (-1) `node`'s host copy: a pinned copy may not be discarded, so it
+        leaves the host counters while pinned (`_count`); nothing else sees a pin."""
+        was_free = node.host_pin == 0
+        node.host_pin += delta
+        is_free = node.host_pin == 0
+        if node.on_host and was_free != is_free:
+            tokens = node.tokens if is_free else -node.tokens
+            self._host_reclaimable[node.ref_class] += tokens
+            if node.on_device:
+                self._host_backups[node.ref_class] += tokens
 
     def _drop_subtree(self, node: TreeNode) -> None:
         """Discard `node` and all below it (all host-only); its sessions move up to the parent."""
