@@ -157,7 +157,8 @@ def best_lines(
 ) -> list[str]:
     """One line per swept baseline: its best variant, that variant's ratio to ours, and its
     headroom, T_next ÷ the floor of the samples it consumed: no policy consuming those samples
-    can beat it by more (SIMULATED, `rollout.sim.lower_bound`)."""
+    on the same engine settings (slots, KV pool) can beat it by more (SIMULATED,
+    `rollout.sim.lower_bound`)."""
     by_label = {result.policy: result for result in results}
     lines = []
     for policy, label in best_of_sweeps(results, variants).items():
@@ -170,7 +171,8 @@ def best_lines(
         if headroom is not None:
             line += (
                 f"; it runs at {headroom.text('×', digits=2)} the floor of the samples it "
-                "consumed: no policy consuming those samples beats it by more"
+                "consumed: on its engine settings, no policy consuming those samples beats it "
+                "by more"
             )
         lines.append(line)
     return lines
