@@ -2,7 +2,7 @@
 # The benchmark matrix of docs/benchmarks.md (SIMULATED): every cell is one `conductor bench
 # rollout` whose Markdown table goes to $OUT, in cell order.
 #
-#   scripts/bench_matrix.sh [--smoke | --list] [--jobs N] [OUT] [SEEDS]
+#   scripts/bench_matrix.sh [--smoke | --list] [--jobs N] [--cells REGEX] [OUT] [SEEDS]
 #
 # The matrix: 8B-like and 32B-like models × swe_like / heavy_tail / short_context × B ∈ {4, 16}
 # × async_factor ∈ {0, 2}. async_factor 0 and 1 are the same run (both mean on-policy: the
@@ -16,6 +16,8 @@
 # --jobs N runs N cells at once (default 2: one per core of the reference machine); each
 # cell's wall time goes to stderr, and the whole run's at the end. --smoke runs one tiny cell
 # (seconds; what CI runs); --list prints each cell's id and arguments and runs nothing.
+# --cells REGEX keeps only the cells whose id matches (bash regex, e.g. '8B|short_context'
+# or '^(swe_like|heavy_tail)-32B-B4-a2$'), for a part of the matrix at a time.
 # SEEDS defaults to 0,1,2,3,4.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,12 +25,14 @@ cd "$(dirname "$0")/.."
 SMOKE=0
 LIST=0
 JOBS=2
+ONLY=''
 while [[ $# -gt 0 && $1 == --* ]]; do
   case $1 in
     --smoke) SMOKE=1; shift ;;
     --list) LIST=1; shift ;;
     --jobs) JOBS=$2; shift 2 ;;
-    *) echo "unknown option $1 (usage: $0 [--smoke | --list] [--jobs N] [OUT] [SEEDS])" >&2; exit 2 ;;
+    --cells) ONLY=$2; shift 2 ;;
+    *) echo "unknown option $1 (usage: $0 [--smoke | --list] [--jobs N] [--cells REGEX] [OUT] [SEEDS])" >&2; exit 2 ;;
   esac
 done
 OUT=${1:-runs/benchmarks.md}
@@ -49,6 +53,9 @@ STARTED=$SECONDS
 cell() {
   local id=$1 figures=()
   shift
+  if [[ -n $ONLY && ! $id =~ $ONLY ]]; then
+    return
+  fi
   if [[ $1 == --figures ]]; then
     figures=(--figures "$FIGURES/$id")
     shift
@@ -140,6 +147,10 @@ else
   done
 fi
 
+if [[ $CELLS == 0 ]]; then
+  echo "no cell matches --cells '$ONLY' (see --list for the ids)" >&2
+  exit 2
+fi
 if [[ $LIST == 1 ]]; then
   exit 0
 fi

@@ -55,3 +55,12 @@ def test_the_matrix_covers_both_models_every_workload_both_batch_sizes_and_async
     with_ablations = {cell for cell, args in cells.items() if "no_kv_residency" in args}
     assert with_ablations == kv_tight
     assert {cell for cell, args in cells.items() if "--figures" in args} == kv_tight
+
+
+def test_cells_keeps_only_the_matching_cells_and_an_empty_choice_is_an_error() -> None:
+    done = run_script("--list", "--cells", "^(swe_like|heavy_tail)-32B-B4-a2$")
+    assert done.returncode == 0, done.stderr
+    ids = [line.split(": ", 1)[0] for line in done.stdout.splitlines()]
+    assert ids == ["swe_like-32B-B4-a2", "heavy_tail-32B-B4-a2"]
+    nothing = run_script("--list", "--cells", "no-such-cell")
+    assert nothing.returncode == 2 and "no cell matches" in nothing.stderr
