@@ -9,8 +9,8 @@
 # config maps 0 to 1, rollout/core/config.py), so 1 is not run twice. Every cell runs ours,
 # sync and traj_async with its agent-slot sweep (the tuned baseline); off-policy cells add
 # aggressive with its concurrency sweep (the engine's generation slots) and kv_throttle; the KV-tight off-policy cells (swe_like and heavy_tail with the
-# 32B-like model, swe_like with the 8B-like model at B=16) add kv_throttle at a 40 % watermark
-# and the single-factor ablations, and draw the comparison figures of their first seed into
+# 32B-like model, swe_like with the 8B-like model at B=16) add kv_throttle at a 40 % watermark,
+# the single-factor ablations and ours with a constant and an oracle length predictor, and draw the comparison figures of their first seed into
 # ${OUT%.md}_figures/<cell>/ (`--figures`).
 #
 # --jobs N runs N cells at once (default 2: one per core of the reference machine); each
@@ -90,6 +90,8 @@ cell() {
 M32=model.path=../model/qwen3_32b_h200.yaml
 ABLATIONS="no_priority,no_preemption,no_kv_hints,no_live_gate,no_kv_residency"
 KV40="{name: kv_throttle_40, base: kv_throttle, low_priority_kv_watermark: 0.4}"
+# The predictor ablations: ours with a constant remaining-length guess, and with the truth.
+PREDICTORS="[predictor.kind=constant],[predictor.kind=oracle]"
 
 # The agent-slot sweep of traj_async (its one knob), sized around each model's KV pool at B.
 slots() { # MODEL B
@@ -137,6 +139,7 @@ else
             sweeps+=(--sweep "aggressive:engine.overrides=$(concurrency $model $workload)")
             if kv_tight $model $workload $b; then
               policies+=",$KV40,$ABLATIONS"
+              sweeps+=(--sweep "conductor:rollout.overrides=$PREDICTORS")
               extra=(--figures)
             fi
           fi
