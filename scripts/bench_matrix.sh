@@ -8,9 +8,11 @@
 # × async_factor ∈ {0, 2}. async_factor 0 and 1 are the same run (both mean on-policy: the
 # config maps 0 to 1, rollout/core/config.py), so 1 is not run twice. Every cell runs ours,
 # sync and traj_async with its agent-slot sweep (the tuned baseline); off-policy cells add
-# aggressive with its concurrency sweep (the engine's generation slots) and kv_throttle; the KV-tight off-policy cells (swe_like and heavy_tail with the
-# 32B-like model, swe_like with the 8B-like model at B=16) add kv_throttle at a 40 % watermark,
-# the single-factor ablations and ours with a constant and an oracle length predictor, and draw the comparison figures of their first seed into
+# aggressive with its concurrency sweep (the engine's generation slots) and kv_throttle; the
+# KV-tight off-policy cells (swe_like and heavy_tail with the 32B-like model, swe_like with the
+# 8B-like model at B=16) add kv_throttle at a 40 % watermark, the single-factor ablations and
+# ours with a constant and an oracle length predictor, and draw the comparison figures of their
+# first seed into
 # ${OUT%.md}_figures/<cell>/ (`--figures`).
 #
 # --jobs N runs N cells at once (default 2: one per core of the reference machine); each

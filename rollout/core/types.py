@@ -97,6 +97,14 @@ def make_sample_id(group_id: str, attempt: int, index: int) -> str:
     return f"{group_id}-a{attempt}-s{index}"
 
 
+def sample_index_of(sample_id: str) -> int:
+    """The index `make_sample_id` put in `sample_id` (ValueError for another shape)."""
+    head, sep, index = sample_id.rpartition("-s")
+    if not sep or not head or not index.isdigit():
+        raise ValueError(f"{sample_id!r} is not a sample id (GROUP-aATTEMPT-sINDEX)")
+    return int(index)
+
+
 @dataclass(slots=True)
 class Sample:
     """One sample's position in the state machine, with the counters its transitions imply."""

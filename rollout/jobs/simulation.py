@@ -17,6 +17,7 @@ figures (floor and length bias), which assume one workload.
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -468,7 +469,11 @@ def _conductor(
     """`policy`'s conductor over `stack` (the oracle predictor reads the stack's scripts)."""
     predictor = None
     if simulation.rollout.predictor.kind == "oracle":
-        truth = stack.truth if isinstance(stack, MixedSimStack) else stack.sessions.truth
+        truth = (
+            stack.truth
+            if isinstance(stack, MixedSimStack)
+            else functools.partial(stack.sessions.truth, assign=True)
+        )
         predictor = build_predictor(simulation.rollout.predictor, truth=truth)
     return Conductor(
         rollout=simulation.rollout,

@@ -15,6 +15,7 @@ from typing import Any
 from harness.clock import Clock
 from harness.events import EventBus, Phase, StepEvent
 from rollout.core.predictors.base import RemainingWork, SampleContext
+from rollout.core.types import sample_index_of
 from rollout.runtime.env_session import ActOutcome, SampleRef
 from rollout.sim.env_fleet import SimEnvFleet, SimEnvNode
 from rollout.sim.workload import SampleScript, ScriptedTokenModel, SimEnv, SyntheticWorkload
@@ -173,11 +174,21 @@ class SimWorkloadSessions:
     def prewarm(self, prompt_indices: Sequence[int]) -> None:
         """Simulated envs need no warm-up (their reset time is in the script)."""
 
-    def truth(self, context: SampleContext) -> RemainingWork:
-        """The true remaining work of a live sample (for the oracle predictor)."""
+    def truth(self, context: SampleContext, *, assign: bool = False) -> RemainingWork:
+        """The true remaining work of a sample (for the oracle predictor).
+
+        A sample whose env has not opened yet (the scheduler predicts a whole group when it
+        admits it) plays its group's workload group once a sibling opened; with `assign`, its
+        group takes the next workload group now, as its first opening would have (groups open
+        in admission order under every policy, so the mapping is the same). Without it, an
+        unknown group is a KeyError (a mixed run asks each source in turn)."""
         script = self._scripts.get(context.sample_id)
         if script is None:
-            raise KeyError(f"sample {context.sample_id} has no open session")
+            group_id = context.group_id
+            if group_id not in self._group_index and not assign:
+                raise KeyError(f"sample {context.sample_id} has no open session")
+            group_index = self._group_index.setdefault(group_id, len(self._group_index))
+            script = self._workload.group(group_index)[sample_index_of(context.sample_id)]
         rest = script.turns[context.turns_done :]
         return RemainingWork(
             turns=float(len(rest)), gen_tokens=float(sum(turn.output_tokens for turn in rest))

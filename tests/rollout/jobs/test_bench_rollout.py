@@ -144,3 +144,17 @@ def test_the_command_draws_the_comparison_figures_of_its_first_seed(tmp_path) ->
     assert sorted(path.name for path in (out / "runs").iterdir()) == ["conductor", "sync"]
     again = CliRunner().invoke(app, args)
     assert again.exit_code != 0 and "not empty" in again.output
+
+
+def test_ours_runs_with_a_constant_and_with_an_oracle_length_predictor() -> None:
+    variants = parse_sweep(
+        "conductor:rollout.overrides=[predictor.kind=constant],[predictor.kind=oracle]"
+    )
+    results = run_seeds(SHORT, [*SMALL, "policies=[conductor]"], [0], variants=variants)
+    assert [r.policy for r in results] == [
+        "conductor",
+        "conductor[predictor.kind=constant]",
+        "conductor[predictor.kind=oracle]",
+    ]
+    for result in results:  # the oracle knows a group's samples from its admission on
+        assert result.summaries[0].samples == 2 * 2

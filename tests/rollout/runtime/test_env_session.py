@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
+
 from envs.example.env import FileCheckEnv
 from harness.backends import LocalBackend
 from harness.errors import SandboxError
@@ -12,6 +14,7 @@ from harness.events import EventBus, EventRecorder, Phase
 from harness.handle import SandboxHandle
 from harness.pool import EnvPool, PoolConfig
 from harness.sandbox import ExecLimits
+from rollout.core.predictors.base import SampleContext
 from rollout.core.types import Group
 from rollout.runtime.env_session import SampleRef, TextEnvSession
 from rollout.runtime.pool_sessions import PooledEnv, PoolSessions
@@ -148,6 +151,29 @@ async def test_a_sim_session_passes_ids_straight_through() -> None:
     expected = script.turns[0].observation_tokens
     assert len(outcome.observation_ids) == (0 if outcome.done else expected)
     assert [event.phase for event in recorder.events][:2] == [Phase.ENV_INIT, Phase.PRE_ACT]
+
+
+def _context(sample_id: str, group_id: str, turns_done: int = 0) -> SampleContext:
+    return SampleContext(sample_id, group_id, turns_done, 0, 0, 0)
+
+
+async def test_the_oracles_truth_knows_a_sample_before_its_env_opens() -> None:
+    workload = SyntheticWorkload(workload_config(3), seed=2)
+    sessions = SimWorkloadSessions(workload, workload.token_model(), bus=EventBus(), clock=_Clock())
+    with pytest.raises(KeyError, match="no open session"):
+        sessions.truth(_context("g0-a0-s1", "g0"))  # no sibling open, no assignment asked
+    early = sessions.truth(_context("g0-a0-s1", "g0"), assign=True)  # at admission
+    script = workload.group(0)[1]
+    assert early.turns == len(script.turns)
+    assert early.gen_tokens == sum(turn.output_tokens for turn in script.turns)
+    await sessions.open(SAMPLE)  # g0's first env opens: the group it was assigned
+    assert sessions.group_index("g0") == 0
+    later = sessions.truth(_context("g0-a0-s1", "g0", turns_done=1))  # a sibling opened
+    assert later.turns == len(script.turns) - 1
+    other = SampleRef("g1-a0-s0", Group("g1", prompt_index=1, size=3, admitted_step=0), index=0)
+    sessions.truth(_context("g1-a0-s2", "g1"), assign=True)
+    await sessions.open(other)
+    assert sessions.group_index("g1") == 1  # admission order, as opening order would give
 
 
 class _Clock:
