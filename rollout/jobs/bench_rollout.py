@@ -118,14 +118,19 @@ def _label(knob: str, value: str) -> str:
 
 
 def best_of_sweeps(results: Sequence[SeedSpread], variants: Sequence[Variant]) -> dict[str, str]:
-    """For each swept policy, the label of its variant with the lowest mean T_next."""
-    by_label = {result.policy: result for result in results}
+    """For each swept policy, the label with the lowest mean T_next among its variants and the
+    policy itself at its config's setting, when that ran too as a baseline (a sweep below the
+    default must not hide a better default); `results[0]` is ours."""
+    by_label = {result.policy: result for result in results[1:]}  # not ours: it has no ratio
     best: dict[str, str] = {}
     for variant in variants:
-        current = best.get(variant.policy)
-        mean = by_label[variant.label].t_next().mean
-        if current is None or mean < by_label[current].t_next().mean:
-            best[variant.policy] = variant.label
+        for label in (variant.policy, variant.label):
+            if label not in by_label:
+                continue
+            current = best.get(variant.policy)
+            mean = by_label[label].t_next().mean
+            if current is None or mean < by_label[current].t_next().mean:
+                best[variant.policy] = label
     return best
 
 

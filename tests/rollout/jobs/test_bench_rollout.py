@@ -8,6 +8,7 @@ from typer.testing import CliRunner
 from rollout.cli.bench import app
 from rollout.jobs.bench_rollout import (
     Ratio,
+    SeedSpread,
     Spread,
     Variant,
     best_lines,
@@ -17,6 +18,7 @@ from rollout.jobs.bench_rollout import (
     run_seeds,
     spread,
 )
+from rollout.observe.run_summary import RunSummary
 from tests.paths import CONFIGS
 
 SHORT = CONFIGS / "simulate" / "short_context.yaml"
@@ -70,6 +72,25 @@ def test_a_sweep_over_engine_overrides_reads_as_the_override() -> None:
     assert eight.label == "aggressive[max_running_requests=8]"
     assert eight.overrides == ("engine.overrides=[max_running_requests=8]",)
     assert sixteen.label == "aggressive[max_running_requests=16]"
+
+
+def _spread(policy: str, t_next_s: float) -> SeedSpread:
+    summary = RunSummary(policy, (t_next_s,), (), None, None, None, 0, 0, 0, None, 0, 0)
+    return SeedSpread(policy, (summary,))
+
+
+def test_a_baselines_default_setting_counts_when_it_beats_its_sweep() -> None:
+    variants = parse_sweep("aggressive:engine.overrides=[max_running_requests=8]")
+    label = variants[0].label
+    ours, swept = _spread("conductor", 10.0), _spread(label, 12.0)
+    default = _spread("aggressive", 9.0)
+    assert best_of_sweeps([ours, default, swept], variants) == {"aggressive": "aggressive"}
+    assert best_of_sweeps([ours, _spread("aggressive", 13.0), swept], variants) == {
+        "aggressive": label
+    }
+    tuned_ours = parse_sweep("conductor:rollout.overrides=[predictor.kind=oracle]")
+    oracle = _spread(tuned_ours[0].label, 11.0)
+    assert best_of_sweeps([ours, oracle], tuned_ours) == {"conductor": tuned_ours[0].label}
 
 
 def test_the_best_value_of_a_sweep_is_the_one_with_the_lowest_mean_t_next() -> None:
