@@ -179,8 +179,8 @@ class SimWorkloadSessions:
 
         A sample whose env has not opened yet (the scheduler predicts a whole group when it
         admits it) plays its group's workload group once a sibling opened; with `assign`, its
-        group takes the next workload group now, as its first opening would have (groups open
-        in admission order under every policy, so the mapping is the same). Without it, an
+        group takes the next workload group now, as its first opening would have (the two
+        orders agree whenever groups open in the order they are admitted). Without it, an
         unknown group is a KeyError (a mixed run asks each source in turn)."""
         script = self._scripts.get(context.sample_id)
         if script is None:
