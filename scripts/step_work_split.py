@@ -6,8 +6,9 @@ For each run directory of `conductor simulate` (or of `conductor bench rollout -
 under DIR/runs/), prints per training step its duration and the estimated engine seconds spent
 on the groups that step consumed, on groups a later step consumed, and on groups no step
 consumed (`rollout.observe.step_work`: each request priced on the run's cost model, a step's
-fixed time shared over the run's mean batch). A policy that finishes a step sooner without
-consuming cheaper groups puts more of the step on its own groups, or wastes less.
+fixed time shared over the mean batch the engine ran during that step). A policy that
+finishes a step sooner without consuming cheaper groups puts more of the step on its own
+groups, or wastes less.
 """
 
 from __future__ import annotations

@@ -42,6 +42,7 @@ from rollout.observe.health import percentile
 from rollout.observe.prompt_sharing import without_shared_prompts
 from rollout.observe.recorder import RunRecorder
 from rollout.observe.run_summary import BatchDigest, RunSummary, summarize_run
+from rollout.observe.stats import mean_or_none
 from rollout.runtime.conductor import Conductor, ConductorStats
 from rollout.runtime.config import AgentLoopConfig, PolicyConfig
 from rollout.runtime.env_session import SessionFactory, SourcedSessions
@@ -323,9 +324,9 @@ def with_script_figures(
     stats: ConductorStats,
 ) -> RunSummary:
     """`summary` with the engine-time floor of the consumed samples (over all the stack's
-    engines) and the length bias: the planned lengths (scripts) of the consumed samples against
-    those of every admitted group's (admitted groups take workload groups 0, 1, ... in the
-    order they open)."""
+    engines) and their bias: the planned lengths (mean and p90) and rewards (scripts) of the
+    consumed samples against those of every admitted group's (admitted groups take workload
+    groups 0, 1, ... in the order they open)."""
     engine = simulation.engine
     work = without_shared_prompts(
         sum((digest.work for digest in digests), EngineWork()),
@@ -352,17 +353,13 @@ def with_script_figures(
     return replace(
         summary,
         floor_t_next_s=floor_s / len(digests) if digests else None,
-        consumed_tokens_mean=_mean(consumed),
-        admitted_tokens_mean=_mean(admitted),
+        consumed_tokens_mean=mean_or_none(consumed),
+        admitted_tokens_mean=mean_or_none(admitted),
         consumed_tokens_p90=percentile(consumed, 90.0) if consumed else None,
         admitted_tokens_p90=percentile(admitted, 90.0) if admitted else None,
-        consumed_reward_mean=_mean([script.reward for script in consumed_scripts]),
-        admitted_reward_mean=_mean([script.reward for script in admitted_scripts]),
+        consumed_reward_mean=mean_or_none(script.reward for script in consumed_scripts),
+        admitted_reward_mean=mean_or_none(script.reward for script in admitted_scripts),
     )
-
-
-def _mean(values: Sequence[float]) -> float | None:
-    return sum(values) / len(values) if values else None
 
 
 @asynccontextmanager

@@ -46,6 +46,7 @@ from rollout.observe.plots import (
 )
 from rollout.observe.run_dir import RunDir
 from rollout.observe.run_records import StepRecord, TimeseriesSample
+from rollout.observe.stats import mean_or_none
 
 __all__ = [
     "THROUGHPUTS",
@@ -228,7 +229,7 @@ def _busy_figure(
             if plot.busy_window_s > 0 and len(raw) <= plot.raw_busy_max_samples:
                 axes.plot(trace.t_s, raw, color=color, linewidth=0.6, alpha=0.3)
         mark_batches(axes, trace.completed_s, label=None)
-        busy = _mean(trace.busy)
+        busy = mean_or_none(trace.busy)
         axes.set_title(
             f"{trace.policy}: mean busy {_percent(busy)}, mean T_next {trace.mean_t_next_s:,.1f} s",
             fontsize="small",
@@ -417,10 +418,6 @@ def _hex(rgba: Sequence[float]) -> str:
 
 def _fraction(numerator: float, denominator: float) -> float:
     return numerator / denominator if denominator > 0 else math.nan
-
-
-def _mean(values: Sequence[float]) -> float | None:
-    return sum(values) / len(values) if values else None
 
 
 def _percent(value: float | None) -> str:

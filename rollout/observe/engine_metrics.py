@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from rollout.observe.run_records import TimeseriesSample
+from rollout.observe.stats import mean_or_none
 
 __all__ = ["EngineTimeline", "KVCacheStats", "engine_timelines", "kv_cache_stats"]
 
@@ -33,11 +34,11 @@ class EngineTimeline:
     @property
     def busy_fraction(self) -> float | None:
         """Mean of the busy samples (they are taken at a fixed interval)."""
-        return _mean(self.busy)
+        return mean_or_none(self.busy)
 
     @property
     def mean_kv_occupancy(self) -> float | None:
-        return _mean(value for value in self.kv_occupancy if not math.isnan(value))
+        return mean_or_none(value for value in self.kv_occupancy if not math.isnan(value))
 
     @property
     def peak_kv_occupancy(self) -> float | None:
@@ -139,11 +140,6 @@ def kv_cache_stats(timeseries: Iterable[TimeseriesSample]) -> KVCacheStats | Non
 
 def _ratio(numerator: float, denominator: float) -> float | None:
     return numerator / denominator if denominator > 0 else None
-
-
-def _mean(values: Iterable[float]) -> float | None:
-    items = list(values)
-    return sum(items) / len(items) if items else None
 
 
 def _nan_if_none(value: float | None) -> float:

@@ -32,6 +32,7 @@ from rollout.observe.phase_metrics import (
     phase_totals_from_trajectories,
 )
 from rollout.observe.run_records import StepRecord, TimeseriesSample
+from rollout.observe.stats import mean_or_none
 
 __all__ = [
     "MetricsError",
@@ -209,13 +210,13 @@ class RunMetrics:
     @property
     def busy_fraction(self) -> float | None:
         """Mean busy fraction over engines (each engine weighs the same)."""
-        return _mean(
+        return mean_or_none(
             fraction for engine in self.engines if (fraction := engine.busy_fraction) is not None
         )
 
     @property
     def mean_kv_occupancy(self) -> float | None:
-        return _mean(
+        return mean_or_none(
             value for engine in self.engines if (value := engine.mean_kv_occupancy) is not None
         )
 
@@ -447,11 +448,6 @@ def _reward_mean(
 
 def _ratio(numerator: float, denominator: float) -> float | None:
     return numerator / denominator if denominator > 0 else None
-
-
-def _mean(values: Iterable[float]) -> float | None:
-    items = list(values)
-    return sum(items) / len(items) if items else None
 
 
 def _get(kv: KVCacheStats | None, name: str) -> float | None:

@@ -139,6 +139,7 @@ def digest_batch(batch: Batch) -> BatchDigest:
         useful += phases["gen"] + phases["act"]
         waiting += phases["pre_gen"] + phases["pre_act"]
     trajectories = batch.trajectories
+    works = [trajectory_work(t) for t in trajectories]
     return BatchDigest(
         complete_s=batch.complete_s,
         wait_s=batch.wait_s,
@@ -149,18 +150,19 @@ def digest_batch(batch: Batch) -> BatchDigest:
         infra_failures=sum(1 for t in trajectories if t.infra_error is not None),
         group_ids=batch.group_ids,
         staleness=tuple(batch.staleness()),
-        work=sum((trajectory_work(t) for t in trajectories), EngineWork()),
-        prompts=_prompt_uses(trajectories),
+        work=sum(works, EngineWork()),
+        prompts=_prompt_uses(trajectories, works),
     )
 
 
-def _prompt_uses(trajectories: Sequence[Trajectory]) -> tuple[PromptUse, ...]:
+def _prompt_uses(
+    trajectories: Sequence[Trajectory], works: Sequence[EngineWork]
+) -> tuple[PromptUse, ...]:
     keys: dict[bytes, bytes] = {}
     uses = []
-    for trajectory in trajectories:
+    for trajectory, work in zip(trajectories, works, strict=True):
         key = prompt_key(trajectory)
-        decoded = sum(turn.gen_end - turn.gen_start for turn in trajectory.turns)
-        uses.append(PromptUse(keys.setdefault(key, key), decoded))
+        uses.append(PromptUse(keys.setdefault(key, key), work.decode_tokens))
     return tuple(uses)
 
 
