@@ -7,7 +7,7 @@ repository root: `.venv/bin/python examples/batch_stream.py`
 import contextlib
 from pathlib import Path
 
-from harness.config import load_config
+from foundation.config import load_config
 from rollout import SimulateConfig, load_simulation, resolve_policy
 from rollout.core.config import TrainerApiConfig
 from rollout.jobs.simulation import simulated_conductor

@@ -9,7 +9,7 @@ root: `.venv/bin/python examples/trainer_adapters.py`
 import contextlib
 from pathlib import Path
 
-from harness.config import load_config
+from foundation.config import load_config
 from rollout import SimulateConfig, load_simulation, resolve_policy
 from rollout.jobs.simulation import simulated_conductor
 from rollout.sim.vtime import run_virtual

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import torch
 
-from harness.clock import LoopClock
-from harness.config import load_config
+from foundation.clock import LoopClock
+from foundation.config import load_config
 from harness.events import EventBus
 from rollout.core.config import RolloutConfig, TrainerApiConfig
 from rollout.engines.sim import ServedModelConfig, SimEngineConfig

@@ -11,8 +11,8 @@ Public API (see README "Plug in a new env"):
 * `docker_client`, `ensure_base_image` — the local Docker engine and the offline base image.
 """
 
+from foundation.clock import Clock, LoopClock, ManualClock, MonotonicClock
 from harness.backends import DockerBackend, LocalBackend, SandboxBackend
-from harness.clock import Clock, LoopClock, ManualClock, MonotonicClock
 from harness.env import AgentEnv
 from harness.errors import (
     ConfigError,

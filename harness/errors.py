@@ -1,21 +1,26 @@
 """The harness exception tree.
 
-    HarnessError
-    ├── ConfigError            a config file or value is invalid (the message names the field)
-    ├── EnvNotFoundError       an env id is not registered (the message suggests the closest id)
-    ├── SandboxError           a sandbox could not be created or used
-    │   ├── SandboxDeadError   the container or process group is gone; the episode must end
-    │   ├── DockerUnavailableError  the daemon did not answer (restarting, down)
-    │   │   └── DockerGoneError     it stayed away past `pool.daemon_outage_s`: the run ends
-    │   │       └── WorkerGoneError a Ray env worker (its actor or node) died: its member is down
-    │   └── ImageNotFoundError the image is missing; build it with `conductor images build`
-    └── PoolClosedError        the env pool was used after `aclose()`
+    foundation.errors.ConductorError
+    └── HarnessError
+        ├── EnvNotFoundError       an env id is not registered (the message suggests the closest id)
+        ├── SandboxError           a sandbox could not be created or used
+        │   ├── SandboxDeadError   the container or process group is gone; the episode must end
+        │   ├── DockerUnavailableError  the daemon did not answer (restarting, down)
+        │   │   └── DockerGoneError     it stayed away past `pool.daemon_outage_s`: the run ends
+        │   │       └── WorkerGoneError a Ray env worker (actor or node) died: member down
+        │   └── ImageNotFoundError the image is missing; build it with `conductor images build`
+        └── PoolClosedError        the env pool was used after `aclose()`
+
+`ConfigError` (a bad config file or value) is `foundation.errors.ConfigError`, re-exported here;
+it is not a `HarnessError`: every package raises it.
 
 Failures of *actions* are never exceptions: a hung command, a fork bomb or a bad tool call come
 back as values (`ExecResult`, error observations). These exceptions are for the infrastructure.
 """
 
 from __future__ import annotations
+
+from foundation.errors import ConductorError, ConfigError
 
 __all__ = [
     "ConfigError",
@@ -31,12 +36,8 @@ __all__ = [
 ]
 
 
-class HarnessError(Exception):
+class HarnessError(ConductorError):
     """Base class of every error raised by `harness`."""
-
-
-class ConfigError(HarnessError, ValueError):
-    """A configuration file or value is invalid."""
 
 
 class EnvNotFoundError(HarnessError, LookupError):

@@ -19,7 +19,7 @@ import docker
 import docker.errors
 from pydantic import Field
 
-from harness.config import FrozenConfig
+from foundation.config import FrozenConfig
 from harness.errors import SandboxError
 
 __all__ = [

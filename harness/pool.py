@@ -26,9 +26,9 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from foundation.clock import Clock, LoopClock
+from foundation.config import FrozenConfig
 from harness.backends import SandboxBackend
-from harness.clock import Clock, LoopClock
-from harness.config import FrozenConfig
 from harness.env import AgentEnv, ResetReturn, StepReturn
 from harness.errors import (
     DockerGoneError,

@@ -15,6 +15,8 @@ broken invariants, and every message says what to do.
 
 from __future__ import annotations
 
+from foundation.errors import ConductorError
+
 __all__ = [
     "CapacityError",
     "InvariantError",
@@ -26,7 +28,7 @@ __all__ = [
 ]
 
 
-class KVCacheError(Exception):
+class KVCacheError(ConductorError):
     """Base class of every error raised by `kvcache`."""
 
 

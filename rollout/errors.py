@@ -16,6 +16,8 @@ Failures at the boundaries (an engine that died, a container that vanished) are 
 
 from __future__ import annotations
 
+from foundation.errors import ConductorError
+
 __all__ = [
     "AdmissionError",
     "IllegalTransitionError",
@@ -28,7 +30,7 @@ __all__ = [
 ]
 
 
-class RolloutError(Exception):
+class RolloutError(ConductorError):
     """Base class of every error raised by `rollout` (engines keep their own `EngineError`)."""
 
 

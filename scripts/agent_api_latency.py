@@ -26,7 +26,7 @@ from openai import AsyncOpenAI
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from harness.config import load_config  # noqa: E402
+from foundation.config import load_config  # noqa: E402
 from rollout.agent_api import AgentContext  # noqa: E402
 from rollout.cli.run import DEFAULT_RUN_CONFIG  # noqa: E402
 from rollout.jobs.config import RunConfig  # noqa: E402

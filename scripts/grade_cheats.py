@@ -41,8 +41,8 @@ async def _grade_all(cheats: object, task_count: int) -> None:
     from envs.swe.images import TaskImageConfig, TaskImageResolver
     from envs.swe.runtime import BackendSandboxes
     from envs.swe.tasks import load_shipped_tasks
+    from foundation.clock import LoopClock
     from harness.backends import DockerBackend
-    from harness.clock import LoopClock
     from harness.images import ensure_base_image
 
     client = docker.from_env()

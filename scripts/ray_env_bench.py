@@ -18,9 +18,9 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from foundation.clock import LoopClock
 from harness.backends import DockerBackend
 from harness.bench import EnvBenchConfig, ShellEnv, drive_actions, percentile, timed
-from harness.clock import LoopClock
 from harness.events import EventBus
 from harness.fleet import LeasePool, RayPoolConfig, ray_fleet
 from harness.fleet.ray_config import require_ray

@@ -24,8 +24,8 @@ from envs.swe.grading_log import parse_pytest_log
 from envs.swe.images import TaskImageResolver, build_task_images
 from envs.swe.runtime import BackendSandboxes
 from envs.swe.tasks import SWETask
+from foundation.clock import LoopClock
 from harness.backends import DockerBackend
-from harness.clock import LoopClock
 
 __all__ = ["SWEBenchResult", "run_swe_bench"]
 

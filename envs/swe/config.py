@@ -11,7 +11,7 @@ import re
 from pydantic import Field, field_validator, model_validator
 
 from envs.swe.tool_formats import ToolFormat
-from harness.config import FrozenConfig
+from foundation.config import FrozenConfig
 
 __all__ = ["EpisodeConfig", "GradingConfig", "ObservationConfig", "SWEEnvConfig", "ToolsConfig"]
 

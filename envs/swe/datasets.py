@@ -29,7 +29,7 @@ from pydantic import Field
 from envs.swe.grading import paths_in_patch
 from envs.swe.grading_log import PASSING_STATUSES, parse_pytest_log
 from envs.swe.tasks import TaskLoadResult, load_tasks
-from harness.config import FrozenConfig
+from foundation.config import FrozenConfig
 
 __all__ = ["DatasetConfig", "DatasetFormat", "RepoSettings", "dataset_row", "load_dataset_tasks"]
 

@@ -46,8 +46,8 @@ from envs.swe.sandbox_source import (
     sandbox_source,
 )
 from envs.swe.tools import ToolBox, ToolOutcome
-from harness.clock import Clock, LoopClock
-from harness.config import load_config
+from foundation.clock import Clock, LoopClock
+from foundation.config import load_config
 from harness.env import AgentEnv, ResetReturn, StepReturn
 from harness.errors import HarnessError, SandboxError
 from harness.handle import SandboxHandle

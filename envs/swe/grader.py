@@ -53,7 +53,7 @@ from envs.swe.grading_scripts import (
 )
 from envs.swe.run_report import parse_run_report
 from envs.swe.test_command import parse_pytest_command
-from harness.clock import Clock
+from foundation.clock import Clock
 from harness.errors import ImageNotFoundError, SandboxError
 from harness.sandbox.base import ExecResult, Sandbox
 

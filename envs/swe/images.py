@@ -25,7 +25,7 @@ from pydantic import Field
 
 from envs.swe.repo_source import materialize_task_repo
 from envs.swe.tasks import SWETask
-from harness.config import FrozenConfig
+from foundation.config import FrozenConfig
 from harness.errors import SandboxError
 from harness.images import image_exists
 

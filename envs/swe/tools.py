@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from envs.swe.actions import ParsedAction
 from envs.swe.config import ToolsConfig
 from envs.swe.editor import FileEditor
-from harness.clock import Clock
+from foundation.clock import Clock
 from harness.sandbox.base import Sandbox
 
 __all__ = ["EDITOR_ERROR_EXIT_CODE", "ToolBox", "ToolOutcome"]

@@ -8,7 +8,7 @@ examples/batch_stream.py) or read a run directory's trajectories.jsonl with
 import contextlib
 from pathlib import Path
 
-from harness.config import load_config
+from foundation.config import load_config
 from rollout import SimulateConfig, load_simulation, resolve_policy
 from rollout.jobs.simulation import simulated_conductor
 from rollout.sim.vtime import run_virtual

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from foundation.clock import Clock
 from harness.backends import DockerBackend, SandboxBackend
-from harness.clock import Clock
 from harness.events import EventBus
 from harness.fleet.docker_hosts import docker_host_pools
 from harness.fleet.protocol import LeasePool

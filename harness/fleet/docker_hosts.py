@@ -20,8 +20,8 @@ import docker.context
 import docker.errors
 import docker.tls
 
+from foundation.clock import Clock
 from harness.backends import DockerBackend
-from harness.clock import Clock
 from harness.errors import ConfigError, DockerUnavailableError, ImageNotFoundError
 from harness.events import EventBus
 from harness.fleet.pool_fleet import FleetMember, PoolFleet

@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import Field, ValidationError, field_validator
 
-from harness.config import FrozenConfig
-from harness.errors import ConfigError
+from foundation.config import FrozenConfig
+from foundation.errors import ConfigError
 from harness.pool import PoolConfig
 
 __all__ = ["RAY_EXTRA_HINT", "RayPoolConfig", "require_ray"]

@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, Self, TypeVar
 
-from harness.clock import Clock
+from foundation.clock import Clock
 from harness.env import ResetReturn, StepReturn
 from harness.errors import DockerGoneError, SandboxError, WorkerGoneError
 from harness.events import EventBus, Phase, StepEvent

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.clock import LoopClock
+from foundation.clock import LoopClock
 from harness.env import ResetReturn, StepReturn
 from harness.errors import HarnessError, PoolClosedError
 from harness.events import EventBus, Phase, StepEvent

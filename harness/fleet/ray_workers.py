@@ -16,7 +16,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Self
 
-from harness.clock import Clock
+from foundation.clock import Clock
 from harness.errors import ConfigError, PoolClosedError
 from harness.events import EventBus
 from harness.fleet.pool_fleet import FleetMember, PoolFleet

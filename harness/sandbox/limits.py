@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from harness.config import FrozenConfig
+from foundation.config import FrozenConfig
 
 __all__ = ["ContainerLimits", "ExecLimits"]
 

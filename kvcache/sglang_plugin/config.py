@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from harness.config import FrozenConfig, load_config
+from foundation.config import FrozenConfig, load_config
 
 __all__ = ["AGENTKV_CONFIG_ENV", "AgentKVConfig", "load_plugin_config"]
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from harness.errors import ConfigError
+from foundation.errors import ConfigError
 from rollout.agent_api.context import AgentFn
 
 __all__ = ["load_agent"]

@@ -134,7 +134,7 @@ def bench_rollout(
     ),
 ) -> None:
     """Policies over several seeds (SIMULATED): T_next mean and min–max, ratios that count."""
-    from harness.errors import ConfigError
+    from foundation.errors import ConfigError
     from rollout.jobs.bench_rollout import (
         best_lines,
         comparison_rows,
@@ -189,7 +189,7 @@ def bench_rollout(
 
 
 def _figure_config(path: Path) -> BenchFigureConfig:
-    from harness.config import load_config
+    from foundation.config import load_config
     from rollout.observe.bench_plots import BenchFigureConfig
 
     return load_config(BenchFigureConfig, path, [])
@@ -287,8 +287,8 @@ def bench_scheduler(
     turn-boundary priority refreshes, engine stats, preemptions, weight-update interruptions);
     every core call is timed and reported as p50 / p99 / max per event kind and overall.
     """
-    from harness.config import load_config
-    from harness.errors import ConfigError
+    from foundation.config import load_config
+    from foundation.errors import ConfigError
     from rollout.jobs.scheduler_bench import (
         COLUMNS,
         SchedulerBenchConfig,

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 import yaml
 
-from harness.config import load_config
+from foundation.config import load_config
 from harness.errors import HarnessError
 from rollout.cli.console import console, fail
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from pydantic import ValidationError
 
-from harness.config import load_config
+from foundation.config import load_config
 from harness.errors import ConfigError, HarnessError
 from harness.fleet.docker_hosts import reap_hosts
 from harness.pool import PoolConfig

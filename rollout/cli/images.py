@@ -11,7 +11,8 @@ from rich.progress import Progress
 from envs.swe.datasets import DatasetConfig, load_dataset_tasks
 from envs.swe.images import TaskImageConfig, TaskImageResolver, build_task_images
 from envs.swe.tasks import TaskSetError
-from harness.config import ConfigError, load_config
+from foundation.config import load_config
+from foundation.errors import ConfigError
 from harness.errors import HarnessError
 from harness.images import BaseImageRecipe, base_image_tag, build_base_image, image_exists
 from harness.sandbox.docker import docker_client

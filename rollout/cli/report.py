@@ -8,8 +8,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from harness.config import load_config
-from harness.errors import ConfigError
+from foundation.config import load_config
+from foundation.errors import ConfigError
 from rollout.cli.console import console, fail
 from rollout.errors import RolloutError
 

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from harness.config import load_config
+from foundation.config import load_config
 from harness.errors import HarnessError
 from rollout.agent_api.loading import load_agent
 from rollout.cli.console import config_and_overrides, console, fail

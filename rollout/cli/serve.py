@@ -15,7 +15,7 @@ from pathlib import Path
 
 import typer
 
-from harness.config import load_config
+from foundation.config import load_config
 from harness.errors import HarnessError
 from rollout.cli.console import config_and_overrides, console, fail
 from rollout.jobs.serve_sim import ServeSimConfig, serve_forever

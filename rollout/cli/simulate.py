@@ -24,8 +24,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from harness.config import load_config
-from harness.errors import ConfigError
+from foundation.config import load_config
+from foundation.errors import ConfigError
 from rollout.cli.console import console, fail
 from rollout.cli.run_dirs import new_run_dir
 from rollout.errors import RolloutError

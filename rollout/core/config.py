@@ -2,7 +2,7 @@
 
 One section per component: admission, priority (critical groups), scheduler, length predictor,
 tokenizer, trajectory sink and trainer interface. Each component takes its own section; the
-conductor loads the whole `RolloutConfig` with `harness.config.load_config`.
+conductor loads the whole `RolloutConfig` with `foundation.config.load_config`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
-from harness.config import FrozenConfig
+from foundation.config import FrozenConfig
 
 __all__ = [
     "AdmissionConfig",

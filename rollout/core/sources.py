@@ -31,7 +31,7 @@ from typing import Any
 
 from pydantic import Field
 
-from harness.config import FrozenConfig
+from foundation.config import FrozenConfig
 from rollout.core.classes import PriorityClass
 from rollout.errors import AdmissionError
 

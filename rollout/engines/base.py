@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol, overload, runtime_checkable
 
+from foundation.errors import ConductorError
+
 __all__ = [
     "Engine",
     "EngineError",
@@ -31,7 +33,7 @@ __all__ = [
 ]
 
 
-class EngineError(Exception):
+class EngineError(ConductorError):
     """The engine failed (unreachable, crashed, protocol violation). The caller retries the turn."""
 
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from pydantic import Field
 
-from harness.config import FrozenConfig
+from foundation.config import FrozenConfig
 from rollout.engines.base import Engine, EngineStats, GenerateRequest, GenerateResult, KVHint
 
 __all__ = ["EngineFaultConfig", "FaultyEngine"]

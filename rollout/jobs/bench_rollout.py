@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from harness.config import load_config
+from foundation.config import load_config
 from rollout.jobs.config import SimulateConfig
 from rollout.jobs.policies import resolve_policy_spec
 from rollout.jobs.simulation import Simulation, load_simulation, simulate_policy

@@ -9,14 +9,13 @@ with a `ConfigRef`: a path, relative to the file that names it, plus `key=value`
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, Literal, Self, TypeVar
+from typing import Any, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
 from envs.swe.datasets import DatasetConfig
 from envs.swe.tool_formats import ToolFormat
-from harness.config import FrozenConfig, load_config
+from foundation.config import ConfigRef, FrozenConfig
 from rollout.agent_api.config import AgentApiConfig
 from rollout.core.config import AsyncFactor, RolloutConfig
 from rollout.core.sources import TaskSourceConfig
@@ -26,36 +25,12 @@ from rollout.runtime.config import AgentLoopConfig, ConductorConfig
 from rollout.sim.config import ClusterConfig, ScriptedPolicyConfig, TrainerSimConfig
 
 __all__ = [
-    "ConfigRef",
     "RunConfig",
     "RunSourceConfig",
     "SimTaskSourceConfig",
     "SimulateConfig",
     "shape_rollout",
 ]
-
-_ConfigT = TypeVar("_ConfigT", bound=FrozenConfig)
-
-
-class ConfigRef(FrozenConfig):
-    """Another config file, with `key=value` overrides applied on top of it."""
-
-    path: str = Field(
-        min_length=1,
-        description="YAML file; a relative path is relative to the file that names it.",
-    )
-    overrides: tuple[str, ...] = Field(
-        default=(), description="Dotted key=value overrides, e.g. 'max_running_requests=64'."
-    )
-
-    def resolve(self, base_dir: Path) -> Path:
-        """The file's path, with a relative `path` taken from `base_dir`."""
-        path = Path(self.path)
-        return path if path.is_absolute() else base_dir / path
-
-    def load(self, model: type[_ConfigT], base_dir: Path) -> _ConfigT:
-        """Load the file as `model` and apply the overrides."""
-        return load_config(model, self.resolve(base_dir), self.overrides)
 
 
 class SimTaskSourceConfig(TaskSourceConfig):

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from harness.config import load_config
+from foundation.config import load_config
 from rollout.engines.base import Engine, GenerateRequest, SamplingParams
 from rollout.engines.sglang import SGLangEngine, SGLangEngineConfig
 from rollout.jobs.serve_sim import ServeSimConfig, build_sim_server, spawn_serve_sim

@@ -32,8 +32,8 @@ from envs.swe.datasets import DatasetConfig
 from envs.swe.factory import SandboxSpec, SWEEnvFactory
 from envs.swe.runtime import BackendSandboxes
 from envs.swe.tool_formats import called_tool, tool_instructions
+from foundation.errors import ConfigError
 from harness.backends import DockerBackend
-from harness.config import ConfigError
 from harness.fleet import LeasePool
 from harness.images import ensure_base_image
 from rollout.core.sources import SourceLayout, SourcePrompts

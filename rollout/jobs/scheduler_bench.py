@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from pydantic import Field, model_validator
 
-from harness.config import FrozenConfig
+from foundation.config import FrozenConfig
 from rollout.core.admission import AdmissionController
 from rollout.core.config import (
     AdmissionConfig,

@@ -20,10 +20,9 @@ from typing import Any
 from pydantic import Field
 
 from envs.swe.tasks import load_shipped_tasks
-from harness.config import FrozenConfig
+from foundation.config import ConfigRef, FrozenConfig
 from rollout.engines.sim import ServedModelConfig, SimEngineConfig, build_sim_engine
 from rollout.engines.sim.http_server import RequestDeadlines, ServedIdentity, SimSGLangServer
-from rollout.jobs.config import ConfigRef
 from rollout.sim.config import ScriptedPolicyConfig
 from rollout.sim.scripted_agent import ScriptedSWEAgent
 from rollout.sim.serving_model import FillerTokenModel, ServingTokenModel

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from harness.clock import LoopClock
+from foundation.clock import LoopClock
 from harness.events import EventBus
 from harness.gc_pause import paused_gc
 from rollout.core.config import RolloutConfig

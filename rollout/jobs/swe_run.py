@@ -28,8 +28,8 @@ from envs.swe.datasets import DatasetConfig, load_dataset_tasks
 from envs.swe.factory import SandboxSpec, SWEEnvFactory, sandboxes_for
 from envs.swe.images import TaskImageConfig, numeric_uid
 from envs.swe.tasks import TaskSetError
-from harness.clock import LoopClock
-from harness.config import ConfigError
+from foundation.clock import LoopClock
+from foundation.errors import ConfigError
 from harness.events import EventBus
 from harness.fleet.build import build_pool
 from harness.fleet.ray_config import RayPoolConfig

@@ -30,7 +30,7 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 from pydantic import Field
 
-from harness.config import FrozenConfig
+from foundation.config import FrozenConfig
 from harness.events import Phase, StepEvent
 from rollout.observe.metrics import compute_run_metrics
 from rollout.observe.phase_metrics import PhaseTotals

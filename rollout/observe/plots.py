@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 from pydantic import Field
 
-from harness.config import FrozenConfig
+from foundation.config import FrozenConfig
 from harness.events import Phase
 from rollout.observe.metrics import RunMetrics
 from rollout.observe.phase_metrics import SAMPLE_PHASES, PhaseTotals, SampleTimeline

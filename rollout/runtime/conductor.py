@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any
 
-from harness.clock import Clock, LoopClock
+from foundation.clock import Clock, LoopClock
 from harness.errors import HarnessError
 from harness.events import EventBus
 from rollout.core.admission import AdmissionController

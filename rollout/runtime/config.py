@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from harness.config import FrozenConfig
+from foundation.config import FrozenConfig
 from rollout.core.config import RolloutConfig
 
 __all__ = [

@@ -10,7 +10,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Protocol
 
-from harness.clock import Clock
+from foundation.clock import Clock
 from harness.events import EventBus
 from rollout.core.scheduler_events import SchedulerEvent
 from rollout.core.types import SampleProgress

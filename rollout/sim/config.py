@@ -7,7 +7,7 @@ from typing import Self
 
 from pydantic import Field, model_validator
 
-from harness.config import FrozenConfig
+from foundation.config import FrozenConfig
 
 __all__ = ["ClusterConfig", "EnvNodeConfig", "ScriptedPolicyConfig", "TrainerSimConfig"]
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness.config import load_config
+from foundation.config import load_config
 from rollout.engines.base import GenerateRequest, SamplingParams
 from rollout.engines.sim.config import SimEngineConfig
 from rollout.engines.sim.engine import SimEngine

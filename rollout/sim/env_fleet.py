@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from harness.clock import Clock
+from foundation.clock import Clock
 from harness.slots import PrioritySlots
 from rollout.sim.config import EnvNodeConfig
 from rollout.sim.placement import least_loaded_node

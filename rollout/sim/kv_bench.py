@@ -19,7 +19,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from harness.config import load_config
+from foundation.config import load_config
 from rollout.engines.base import GenerateRequest, KVHint, KVHintKind, SamplingParams
 from rollout.engines.sim.config import HostWritePolicy, KVBackendKind, SimEngineConfig
 from rollout.engines.sim.engine import SimEngine

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from harness.clock import Clock
+from foundation.clock import Clock
 from harness.events import EventBus, Phase, StepEvent
 from rollout.core.predictors.base import RemainingWork, SampleContext
 from rollout.core.types import sample_index_of

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness.clock import Clock
+from foundation.clock import Clock
 from harness.events import EventBus
 from rollout.engines.sim import ServedModelConfig, SimEngine, SimEngineConfig, build_sim_engine
 from rollout.engines.sim.config import KVBackendKind, SchedulePolicy

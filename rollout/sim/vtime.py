@@ -4,7 +4,7 @@ The same asyncio code (agent loop, scheduler shell, simulated engine and envs) r
 this loop; `asyncio.sleep`, `loop.call_later`, `asyncio.timeout` and `asyncio.wait_for` all read
 `loop.time()`, which here is a virtual clock. When no callback is ready and no I/O is pending, the
 loop advances the clock straight to the earliest scheduled timer, so a one-hour rollout takes as
-long as the Python code it runs. Components read the time through `harness.clock.LoopClock`.
+long as the Python code it runs. Components read the time through `foundation.clock.LoopClock`.
 
 How it works: `SelectorEventLoop` asks its selector to wait up to `timeout` seconds (the gap to the
 next timer). `_FastForwardSelector` polls the real selector without blocking and, if nothing is

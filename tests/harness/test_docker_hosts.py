@@ -132,7 +132,7 @@ def test_two_hosts_on_one_daemon_are_refused() -> None:
 
 
 def test_the_pool_config_yaml_takes_hosts_as_an_override() -> None:
-    from harness.config import load_config
+    from foundation.config import load_config
 
     default = Path(__file__).resolve().parents[2] / "configs/pool/default.yaml"
     config = load_config(
@@ -155,7 +155,7 @@ def test_a_fleet_builds_without_asking_any_host() -> None:
 
 
 def _shared() -> dict[str, object]:
-    from harness.clock import LoopClock
+    from foundation.clock import LoopClock
 
     return {"bus": EventBus(), "clock": LoopClock()}
 
@@ -182,7 +182,7 @@ def _two_hosts(second: PrivateDockerd, **second_settings: object) -> list[dict[s
 
 
 def _fleet(config: PoolConfig, images: list[str], source: docker.DockerClient | None) -> PoolFleet:
-    from harness.clock import LoopClock
+    from foundation.clock import LoopClock
 
     return docker_host_pools(
         config, bus=EventBus(), clock=LoopClock(), images=images, image_source=source

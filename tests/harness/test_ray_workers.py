@@ -23,7 +23,7 @@ import docker
 import pytest
 
 from envs.example.env import FileCheckEnv
-from harness.clock import LoopClock
+from foundation.clock import LoopClock
 from harness.errors import ConfigError, WorkerGoneError
 from harness.events import EventBus, EventRecorder, Phase
 from harness.fleet import ClockOffset, ClockSample, RayNode, RayPoolConfig, ray_fleet

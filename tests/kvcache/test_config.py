@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.config import load_config
-from harness.errors import ConfigError
+from foundation.config import load_config
+from foundation.errors import ConfigError
 from kvcache import KVCacheConfig
 from tests.paths import CONFIGS
 

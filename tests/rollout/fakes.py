@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.clock import Clock, LoopClock
-from harness.config import load_config
+from foundation.clock import Clock, LoopClock
+from foundation.config import load_config
 from harness.events import EventBus, EventRecorder
 from rollout.core.config import RolloutConfig
 from rollout.core.scheduler_events import SchedulerEvent

@@ -30,7 +30,7 @@ from envs.swe.tasks import (
     dump_tasks_jsonl,
     load_tasks_strict,
 )
-from harness.config import load_config
+from foundation.config import load_config
 
 __all__ = ["build_app", "main"]
 

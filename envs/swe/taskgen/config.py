@@ -7,7 +7,7 @@ from pathlib import Path
 from pydantic import Field
 
 from envs.swe.tasks import DEFAULT_TEST_CMD
-from harness.config import FrozenConfig
+from foundation.config import FrozenConfig
 
 __all__ = ["DEFAULT_CONFIG_PATH", "TaskGenConfig"]
 

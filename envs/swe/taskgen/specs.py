@@ -21,7 +21,7 @@ from pathlib import Path
 from pydantic import Field, field_validator
 
 from envs.swe.taskgen.mutations import MutationKind, MutationTarget
-from harness.config import FrozenConfig, load_config
+from foundation.config import FrozenConfig, load_config
 
 __all__ = ["MutationSpec", "ProjectSpec", "TaskSpec", "load_project_spec", "load_specs"]
 

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from harness.config import FrozenConfig
+from foundation.config import FrozenConfig
 
 __all__ = ["SGLangEngineConfig"]
 

@@ -11,7 +11,7 @@ from typing import Literal, Self
 
 from pydantic import Field, model_validator
 
-from harness.config import FrozenConfig
+from foundation.config import FrozenConfig
 from kvcache.config import KVCacheConfig
 
 __all__ = [

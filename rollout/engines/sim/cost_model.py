@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from pydantic import Field
 
-from harness.config import FrozenConfig
+from foundation.config import FrozenConfig
 
 __all__ = [
     "CostModelConfig",

@@ -19,7 +19,7 @@ from dataclasses import fields
 from types import TracebackType
 from typing import Any
 
-from harness.clock import LoopClock
+from foundation.clock import LoopClock
 from rollout.engines.base import (
     EngineError,
     EngineStats,

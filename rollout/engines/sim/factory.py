@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.clock import Clock
+from foundation.clock import Clock
 from kvcache.config import KVCacheConfig, TransferConfig
 from rollout.engines.sim.config import KVBackendKind, SimEngineConfig
 from rollout.engines.sim.engine import SimEngine

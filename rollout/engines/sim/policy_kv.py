@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import fields, replace
 from typing import Any
 
-from harness.clock import Clock, LoopClock
+from foundation.clock import Clock, LoopClock
 from kvcache import (
     AllocationResult,
     KVCacheConfig,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from harness.config import FrozenConfig
+from foundation.config import FrozenConfig
 from rollout.engines.sim.cost_model import CostModelConfig
 
 __all__ = ["GpuConfig", "ServedModelConfig"]

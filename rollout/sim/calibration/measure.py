@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from harness.config import FrozenConfig
+from foundation.config import FrozenConfig
 
 __all__ = ["CalibrationConfig", "measure"]
 

@@ -16,9 +16,9 @@ from envs.swe.grading_log import parse_pytest_log
 from envs.swe.images import TaskImageConfig, TaskImageResolver
 from envs.swe.runtime import BackendSandboxes
 from envs.swe.tasks import SWETask, load_shipped_tasks
+from foundation.clock import LoopClock
+from foundation.config import load_config
 from harness.backends import DockerBackend
-from harness.clock import LoopClock
-from harness.config import load_config
 from harness.errors import SandboxError
 from harness.handle import SandboxHandle
 from harness.pool import EnvPool, PoolConfig

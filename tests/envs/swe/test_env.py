@@ -12,8 +12,8 @@ import pytest
 from envs.swe.config import EpisodeConfig, GradingConfig, SWEEnvConfig, ToolsConfig
 from envs.swe.env import SWEEnv, make_swe_env
 from envs.swe.tasks import SWETask
-from harness.clock import ManualClock
-from harness.config import load_config
+from foundation.clock import ManualClock
+from foundation.config import load_config
 from harness.errors import HarnessError, ImageNotFoundError, SandboxDeadError
 from harness.handle import OwnedSandboxHandle
 from harness.sandbox.base import ExecResult, Sandbox

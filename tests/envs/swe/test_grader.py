@@ -9,7 +9,7 @@ from envs.swe.grader import AgentPatch, Grader
 from envs.swe.grading_log import parse_pytest_log
 from envs.swe.grading_scripts import apply_method as _apply_method
 from envs.swe.tasks import SWETask
-from harness.clock import ManualClock
+from foundation.clock import ManualClock
 from harness.errors import ImageNotFoundError, SandboxDeadError
 from harness.sandbox.base import Sandbox
 from harness.sandbox.local import LocalSandbox

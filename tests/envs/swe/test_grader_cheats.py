@@ -15,7 +15,7 @@ from envs.swe.grading import GradableTask
 from envs.swe.grading_log import parse_pytest_log
 from envs.swe.runtime import BackendSandboxes
 from envs.swe.tasks import load_shipped_tasks
-from harness.clock import LoopClock
+from foundation.clock import LoopClock
 from harness.sandbox.base import Sandbox
 from tests.conftest import project_containers
 from tests.envs.swe.cheats import CHEATS, cheat_patch

@@ -16,7 +16,7 @@ from envs.swe.taskgen.snapshot import materialize_repo, snapshot_tree
 from envs.swe.taskgen.specs import ProjectSpec, load_specs
 from envs.swe.taskgen.verify import verify_task
 from envs.swe.tasks import SHIPPED_TASKSET_DIR, SWETask, dump_tasks_jsonl, load_shipped_tasks
-from harness.config import load_config
+from foundation.config import load_config
 
 TASKS_FILE = SHIPPED_TASKSET_DIR / "tasks.jsonl"
 # The project whose regeneration runs in the fast suite (the others only in the slow one).

@@ -9,8 +9,8 @@ import pytest
 from envs.swe.taskgen.config import DEFAULT_CONFIG_PATH, TaskGenConfig
 from envs.swe.taskgen.mutations import MutationKind
 from envs.swe.taskgen.specs import load_project_spec, load_specs
-from harness.config import load_config
-from harness.errors import ConfigError
+from foundation.config import load_config
+from foundation.errors import ConfigError
 
 TASK = """\
   - id: {task_id}

@@ -18,7 +18,7 @@ from envs.swe.observation import (
     truncate_middle,
 )
 from envs.swe.tools import EDITOR_ERROR_EXIT_CODE, ToolBox
-from harness.clock import ManualClock
+from foundation.clock import ManualClock
 from harness.sandbox.local import LocalSandbox
 from tests.envs.swe.tiny_task import FAST_LIMITS
 

@@ -21,7 +21,7 @@ from envs.swe.images import TaskImageConfig, TaskImageResolver
 from envs.swe.repo_source import checkout_base_commit
 from envs.swe.runtime import BackendSandboxes
 from envs.swe.tasks import SWETask, load_tasks, load_tasks_strict
-from harness.clock import LoopClock
+from foundation.clock import LoopClock
 from tests.envs.swe.own_repo import BINARY, OwnRepo, make_own_repo
 
 pytestmark = pytest.mark.docker

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from envs.swe.actions import openai_tool_schemas, swe_tool_specs
-from harness.config import load_config
+from foundation.config import load_config
 from rollout.agent_api import tools_system_text
 from rollout.cli.run import DEFAULT_RUN_CONFIG
 from rollout.core.types import Trajectory

@@ -8,7 +8,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from harness.errors import ConfigError
+from foundation.errors import ConfigError
 from rollout.agent_api.loading import load_agent
 from rollout.cli.serve_agent import serve_agent_api
 from rollout.trajectories.writers import read_jsonl_groups

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.config import load_config
+from foundation.config import load_config
 from rollout.engines.sim import (
     CostModelConfig,
     ServedModelConfig,

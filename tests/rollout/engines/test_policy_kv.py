@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.clock import ManualClock
-from harness.config import load_config
-from harness.errors import ConfigError
+from foundation.clock import ManualClock
+from foundation.config import load_config
+from foundation.errors import ConfigError
 from kvcache import KVCacheConfig, PriorityKVPolicy
 from rollout.engines.base import (
     FinishReason,

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from harness.config import load_config
+from foundation.config import load_config
 from rollout.engines.base import GenerateRequest, SamplingParams
 from rollout.engines.sim import ServedModelConfig, SimEngineConfig, build_sim_engine
 from rollout.sim.engine_bench import main as bench_main

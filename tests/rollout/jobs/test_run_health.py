@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from harness.config import load_config
+from foundation.config import load_config
 from rollout.cli.app import app
 from rollout.cli.run import DEFAULT_RUN_CONFIG
 from rollout.engines.sim import SimEngine

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from harness.config import load_config
+from foundation.config import load_config
 from rollout.cli.bench import app
 from rollout.core.scheduler_events import Decision
 from rollout.jobs.scheduler_bench import (

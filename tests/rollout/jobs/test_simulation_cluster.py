@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import load_config
+from foundation.config import load_config
 from rollout.jobs.config import SimulateConfig
 from rollout.jobs.policies import resolve_policy
 from rollout.jobs.simulation import CLUSTER_FILE, PolicyRun, load_simulation, simulate_policy

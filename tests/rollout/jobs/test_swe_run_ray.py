@@ -10,7 +10,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from harness.config import load_config
+from foundation.config import load_config
 from harness.sandbox.labels import MANAGED_LABEL, parse_owner
 from rollout.jobs.config import RunConfig
 from rollout.jobs.swe_run import run_swe_rollout

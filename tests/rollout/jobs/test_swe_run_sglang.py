@@ -8,7 +8,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from harness.config import load_config
+from foundation.config import load_config
 from rollout.core.types import NO_VERSION
 from rollout.jobs.config import RunConfig
 from rollout.jobs.swe_run import run_swe_rollout

@@ -19,7 +19,7 @@ from envs.example.env import example_tool_specs
 from envs.swe import SWEEnvConfig, load_shipped_tasks
 from envs.swe.actions import swe_tool_specs
 from envs.swe.tool_formats import TOOL_FORMATS, called_tool
-from harness.config import ConfigError
+from foundation.errors import ConfigError
 from rollout.engines.base import GenerateRequest, SamplingParams
 from rollout.engines.sim.token_model import TurnPlan
 from rollout.jobs.config import RunConfig

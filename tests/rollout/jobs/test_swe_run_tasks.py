@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import ConfigError
+from foundation.errors import ConfigError
 from rollout.core.admission import AdmissionController
 from rollout.core.config import AdmissionConfig
 from rollout.jobs.swe_run import reachable_prompts, select_tasks

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.config import load_config
+from foundation.config import load_config
 from rollout.jobs.bench_rollout import (
     WEAK_SCALING_COLUMNS,
     run_weak_scaling,

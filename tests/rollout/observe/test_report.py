@@ -10,7 +10,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from harness.config import load_config
+from foundation.config import load_config
 from rollout.cli.report import report
 from rollout.observe.metrics import compute_run_metrics
 from rollout.observe.plots import PlotConfig, trailing_mean

@@ -6,7 +6,7 @@ import importlib.util
 import math
 from collections import Counter
 
-from harness.config import load_config
+from foundation.config import load_config
 from rollout.core.config import TrainerApiConfig
 from rollout.core.types import Trajectory
 from rollout.jobs.config import SimulateConfig

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from harness.config import load_config
+from foundation.config import load_config
 from rollout.core.classes import PriorityClass
 from rollout.core.scheduler_events import SampleAdmitted, SchedulerEvent
 from rollout.core.sources import SourceLayout, SourcePrompts, TaskSourceConfig

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from harness.config import load_config
+from foundation.config import load_config
 from rollout.cli.calibrate import app
 from rollout.engines.sim import ServedModelConfig
 from rollout.sim.calibration.fit import fit_calibration, least_squares

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 from pydantic import ValidationError
 
-from harness.clock import LoopClock
+from foundation.clock import LoopClock
 from rollout.sim.config import ClusterConfig, EnvNodeConfig
 from rollout.sim.env_fleet import SimEnvFleet, SimEnvNode
 from rollout.sim.vtime import run_virtual

@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from harness.clock import LoopClock
+from foundation.clock import LoopClock
 from rollout.sim.vtime import VirtualTimeLoop, run_virtual
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from harness.config import load_config
+from foundation.config import load_config
 from rollout.engines.sim.http_server import SimSGLangServer
 from rollout.jobs.serve_sim import ServeSimConfig, build_sim_server
 from rollout.sim.serving_model import ServingTokenModel

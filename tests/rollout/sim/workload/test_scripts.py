@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from harness.config import load_config
+from foundation.config import load_config
 from rollout.sim.workload import SUBMIT_TOOL, SyntheticWorkload, WorkloadConfig
 from rollout.sim.workload.distributions import derive_seed, draw_length, draw_tool
 from tests.paths import CONFIGS

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from harness.config import load_config
+from foundation.config import load_config
 from rollout.engines.base import FinishReason, GenerateRequest, SamplingParams
 from rollout.sim.vtime import run_virtual
 from rollout.sim.workload import SyntheticWorkload, TokenCorpus, WorkloadConfig

@@ -11,7 +11,7 @@ import pyarrow.parquet as parquet
 import pytest
 from typer.testing import CliRunner
 
-from harness.config import load_config
+from foundation.config import load_config
 from rollout.cli.app import app
 from rollout.sim.workload import SUBMIT_TOOL, SyntheticWorkload, WorkloadConfig
 from rollout.sim.workload.trace import TraceError, load_trace, trace_from_run

@@ -3,8 +3,8 @@ from typing import Any
 
 import pytest
 
-from harness.config import FrozenConfig, load_config
-from harness.errors import ConfigError
+from foundation.config import MAX_CONFIG_DEPTH, ConfigRef, FrozenConfig, load_config
+from foundation.errors import ConfigError
 from harness.pool import PoolConfig
 from tests.paths import REPO_ROOT
 
@@ -65,3 +65,51 @@ class _Sample(FrozenConfig):
 def _write_bytes(path: Path, data: bytes) -> Path:
     path.write_bytes(data)
     return path
+
+
+class _Inner(FrozenConfig):
+    act_slots: int = 1
+
+
+class _Outer(FrozenConfig):
+    steps: int = 1
+    pool: ConfigRef
+    spare: ConfigRef | None = None
+
+
+def test_a_dotted_override_through_a_file_reference_joins_that_files_overrides(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "pool.yaml").write_text("act_slots: 2\n")
+    (tmp_path / "run.yaml").write_text("pool: {path: pool.yaml, overrides: [act_slots=3]}\n")
+    outer = load_config(_Outer, tmp_path / "run.yaml", ["pool.act_slots=4", "steps=2"])
+    assert outer.pool.overrides == ("act_slots=3", "act_slots=4")
+    assert outer.pool.load(_Inner, tmp_path).act_slots == 4  # the last override wins
+    assert outer.steps == 2
+
+
+def test_a_dotted_override_of_the_references_own_path_replaces_the_path(tmp_path: Path) -> None:
+    (tmp_path / "run.yaml").write_text("pool: {path: pool.yaml}\n")
+    outer = load_config(_Outer, tmp_path / "run.yaml", ["pool.path=other.yaml"])
+    assert outer.pool.path == "other.yaml"
+
+
+def test_a_dotted_override_into_an_unset_optional_reference_says_to_set_its_path(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "run.yaml").write_text("pool: {path: pool.yaml}\n")
+    with pytest.raises(ConfigError, match=r"spare.path"):
+        load_config(_Outer, tmp_path / "run.yaml", ["spare.act_slots=4"])
+
+
+def test_a_config_nested_fifty_thousand_deep_is_one_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "deep.yaml"
+    path.write_text("a: " + "[" * 50_000 + "]" * 50_000 + "\n")
+    with pytest.raises(ConfigError, match=f"deeper than {MAX_CONFIG_DEPTH}"):
+        load_config(_Outer, path)
+
+
+def test_an_override_value_nested_too_deep_is_one_clear_error() -> None:
+    deep = "[" * (MAX_CONFIG_DEPTH + 2) + "]" * (MAX_CONFIG_DEPTH + 2)
+    with pytest.raises(ConfigError, match="deeper than"):
+        load_config(PoolConfig, None, [f"act_slots={deep}"])
