@@ -12,7 +12,7 @@ from pathlib import Path
 from foundation.config import load_config
 from rollout import SimulateConfig, load_simulation, resolve_policy
 from rollout.jobs.simulation import simulated_conductor
-from rollout.sim.vtime import run_virtual
+from rollout.simulation.vtime import run_virtual
 from rollout.trajectories.adapters import (
     to_hf_dataset,
     to_skyrl_output,

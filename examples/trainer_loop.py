@@ -26,9 +26,9 @@ from rollout.jobs.config import shape_rollout
 from rollout.jobs.policies import resolve_policy
 from rollout.runtime.conductor import Conductor
 from rollout.runtime.config import AgentLoopConfig, ConductorConfig
-from rollout.sim.setup import build_sim_stack
-from rollout.sim.vtime import run_virtual
-from rollout.sim.workload import WorkloadConfig
+from rollout.simulation.setup import build_sim_stack
+from rollout.simulation.vtime import run_virtual
+from rollout.simulation.workload import WorkloadConfig
 from rollout.trajectories.tokenizer import ByteTokenizer
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"

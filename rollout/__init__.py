@@ -51,9 +51,9 @@ if TYPE_CHECKING:
     )
     from rollout.runtime.loop_host import GenerationTicket, LoopHost
     from rollout.runtime.pool_sessions import PooledEnv, PoolSessions
-    from rollout.sim.config import TrainerSimConfig
-    from rollout.sim.sessions import SimEnvSession, SimWorkloadSessions
-    from rollout.sim.trainer import SimulatedTrainer
+    from rollout.simulation.sessions import SimEnvSession, SimWorkloadSessions
+    from rollout.standins.config import TrainerSimConfig
+    from rollout.standins.trainer import SimulatedTrainer
     from rollout.trajectories.batch import Batch
     from rollout.trajectories.sink import TrajectorySink
     from rollout.trajectories.tokenizer import ByteTokenizer, ChatPromptBuilder
@@ -131,12 +131,12 @@ _HOMES = {
     "SampleProgress": "rollout.core.types",
     "SampleRef": "rollout.runtime.env_session",
     "SessionFactory": "rollout.runtime.env_session",
-    "SimEnvSession": "rollout.sim.sessions",
-    "SimWorkloadSessions": "rollout.sim.sessions",
+    "SimEnvSession": "rollout.simulation.sessions",
+    "SimWorkloadSessions": "rollout.simulation.sessions",
     "SimulateConfig": "rollout.jobs.config",
-    "SimulatedTrainer": "rollout.sim.trainer",
+    "SimulatedTrainer": "rollout.standins.trainer",
     "TextEnvSession": "rollout.runtime.env_session",
-    "TrainerSimConfig": "rollout.sim.config",
+    "TrainerSimConfig": "rollout.standins.config",
     "Trajectory": "rollout.core.types",
     "TrajectorySink": "rollout.trajectories.sink",
     "Turn": "rollout.core.types",

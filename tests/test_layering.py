@@ -40,7 +40,7 @@ def test_the_shipped_tree_keeps_every_contract() -> None:
     [
         ("rollout-layers", "rollout/core/scheduler.py", "import rollout.runtime.conductor"),
         ("rollout-layers", "rollout/engines/sim/engine.py", "import rollout.runtime.dispatch"),
-        ("rollout-layers", "rollout/observe/metrics.py", "import rollout.sim.vtime"),
+        ("rollout-layers", "rollout/observe/metrics.py", "import rollout.simulation.vtime"),
         ("pure-core", "rollout/core/admission.py", "import asyncio"),
         ("pure-core", "rollout/core/priority.py", "import harness.sandbox.docker"),
         ("light-imports", "kvcache/tree.py", "import harness.events"),

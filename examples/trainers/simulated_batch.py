@@ -11,7 +11,7 @@ from pathlib import Path
 from foundation.config import load_config
 from rollout import SimulateConfig, load_simulation, resolve_policy
 from rollout.jobs.simulation import simulated_conductor
-from rollout.sim.vtime import run_virtual
+from rollout.simulation.vtime import run_virtual
 from rollout.trajectories.batch import Batch
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "simulate" / "short_context.yaml"

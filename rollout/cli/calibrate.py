@@ -28,9 +28,9 @@ def calibrate_gpu(
     quick: bool = typer.Option(False, help="tiny shapes and sweep: a smoke test in seconds"),
 ) -> None:
     """Time GEMMs, decode and prefill attention and KV-page copies (torch only, < 5 minutes)."""
-    from rollout.sim.calibration.fit import fit_calibration
-    from rollout.sim.calibration.measure import CalibrationConfig, measure
-    from rollout.sim.calibration.measure import quick as quick_sweep
+    from rollout.simulation.calibration.fit import fit_calibration
+    from rollout.simulation.calibration.measure import CalibrationConfig, measure
+    from rollout.simulation.calibration.measure import quick as quick_sweep
 
     try:
         config = load_config(CalibrationConfig, shapes)
@@ -62,7 +62,7 @@ def calibrate_apply(
 ) -> None:
     """Fit the cost coefficients and write a calibrated copy of the model config."""
     from rollout.engines.sim import ServedModelConfig
-    from rollout.sim.calibration.fit import apply_to_model, fit_calibration
+    from rollout.simulation.calibration.fit import apply_to_model, fit_calibration
 
     try:
         result = json.loads(timings.read_text())

@@ -1,7 +1,7 @@
 """`conductor simulate CONFIG [key=value ...]`: every policy on the same simulated workload.
 
-Each policy runs N training steps in virtual time (`rollout.sim.vtime.run_virtual`) with the same
-workload, engine, model and seed, writes its own run directory (and report, when
+Each policy runs N training steps in virtual time (`rollout.simulation.vtime.run_virtual`)
+with the same workload, engine, model and seed, writes its own run directory (and report, when
 `rollout.observe.report` is installed), and the command prints one table side by side with the ratio
 of each baseline to ours. The results are SIMULATED: the table says so and lists the cost
 model it used.
@@ -33,7 +33,7 @@ from rollout.jobs.config import SimulateConfig
 from rollout.jobs.policies import UnknownPolicyError, resolve_policy_spec
 from rollout.jobs.simulation import PolicyRun, Simulation, load_simulation, simulate_policy
 from rollout.observe.run_summary import RunSummary
-from rollout.sim.vtime import run_virtual
+from rollout.simulation.vtime import run_virtual
 from rollout.trajectories.batch import Batch
 
 __all__ = ["simulate", "summary_table"]

@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from rollout.cli.console import console, fail
-from rollout.sim.workload.trace import TraceError, load_trace, trace_from_run, write_trace
+from rollout.simulation.workload.trace import TraceError, load_trace, trace_from_run, write_trace
 
 __all__ = ["app"]
 

@@ -1,7 +1,7 @@
 """The pure decision core: what to admit, whom to run, who is critical (no I/O, clock, asyncio).
 
 Events in, decisions out, so the same code runs under the asyncio shell (`rollout.runtime`) and
-in virtual time (`rollout.sim`), and a test needs neither an event loop nor an engine.
+in virtual time (`rollout.simulation`), and a test needs neither an event loop nor an engine.
 
 * `types`: the sample state machine, groups, turns and exact-token trajectories.
 * `config`: the validated sections of `configs/rollout/default.yaml`.

@@ -36,7 +36,7 @@ from rollout.jobs.config import SimulateConfig
 from rollout.jobs.policies import resolve_policy_spec
 from rollout.jobs.simulation import Simulation, load_simulation, simulate_policy
 from rollout.observe.run_summary import RunSummary
-from rollout.sim.vtime import run_virtual
+from rollout.simulation.vtime import run_virtual
 
 __all__ = [
     "Ratio",
@@ -163,7 +163,7 @@ def best_lines(
     """One line per swept baseline: its best variant, that variant's ratio to ours, and its
     headroom, T_next ÷ the floor of the samples it consumed: no policy consuming those samples
     on the same engine settings (slots, KV pool) can beat it by more (SIMULATED,
-    `rollout.sim.lower_bound`)."""
+    `rollout.simulation.lower_bound`)."""
     by_label = {result.policy: result for result in results}
     lines = []
     for policy, label in best_of_sweeps(results, variants).items():

@@ -3,7 +3,7 @@
 `SimulateConfig` (`configs/simulate/*.yaml`) and `RunConfig` (`configs/run/default.yaml`) gather
 the sections of the layers below: the cores' `RolloutConfig` (`rollout.core.config`), the
 shell's agent loop and conductor (`rollout.runtime.config`), and the simulated trainer and
-scripted agent (`rollout.sim.config`). Shared files (model, engine, workload, …) are referenced
+scripted agent (`rollout.standins.config`). Shared files (model, engine, workload, …) are referenced
 with a `ConfigRef`: a path, relative to the file that names it, plus `key=value` overrides.
 """
 
@@ -22,7 +22,8 @@ from rollout.core.sources import TaskSourceConfig
 from rollout.engines.faults import EngineFaultConfig
 from rollout.jobs.policies import resolve_policy_spec
 from rollout.runtime.config import AgentLoopConfig, ConductorConfig
-from rollout.sim.config import ClusterConfig, ScriptedPolicyConfig, TrainerSimConfig
+from rollout.simulation.config import ClusterConfig
+from rollout.standins.config import ScriptedPolicyConfig, TrainerSimConfig
 
 __all__ = [
     "RunConfig",

@@ -41,8 +41,8 @@ from rollout.errors import RolloutError
 from rollout.jobs.config import RunConfig, RunSourceConfig
 from rollout.runtime.env_session import SampleRef, SessionFactory, SourcedSessions
 from rollout.runtime.pool_sessions import PooledEnv, PoolSessions
-from rollout.sim.config import ScriptedPolicyConfig
-from rollout.sim.scripted_agent import (
+from rollout.standins.config import ScriptedPolicyConfig
+from rollout.standins.scripted_agent import (
     AgentScript,
     ScriptedSWEAgent,
     agent_script,

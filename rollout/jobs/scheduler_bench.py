@@ -60,8 +60,8 @@ __all__ = [
     "KindLatency",
     "ScaleResult",
     "SchedulerBenchConfig",
+    "SchedulerBenchWorkload",
     "SyntheticRollout",
-    "WorkloadConfig",
     "decision_line",
     "latency_rows",
     "markdown_table",
@@ -130,7 +130,7 @@ class BenchScale(FrozenConfig):
         )
 
 
-class WorkloadConfig(FrozenConfig):
+class SchedulerBenchWorkload(FrozenConfig):
     """The synthetic agentic workload (virtual time; no model, no tool is run)."""
 
     mean_turns: float = Field(default=8.0, gt=0.0, description="Mean turns per sample (turns).")
@@ -192,7 +192,7 @@ class SchedulerBenchConfig(FrozenConfig):
         default=20_000, ge=1, description="Events timed at each scale (events)."
     )
     seed: int = Field(default=0, description="Seed of the workload and of admission.")
-    workload: WorkloadConfig = Field(default_factory=WorkloadConfig)
+    workload: SchedulerBenchWorkload = Field(default_factory=SchedulerBenchWorkload)
     scheduler: SchedulerConfig = Field(
         default_factory=SchedulerConfig, description="The scheduler under test."
     )

@@ -3,7 +3,7 @@
 The engine is the in-process simulator (continuous batching on the cost model, the `kvcache`
 policy or LRU, priority scheduling), paced in wall-clock time; its model is the scripted SWE
 agent for prompts of the shipped SWE tasks and seeded filler text otherwise
-(`rollout.sim.serving_model`). Point `SGLangEngine` (or SGLang's own HTTP test kits) at it.
+(`rollout.simulation.serving_model`). Point `SGLangEngine` (or SGLang's own HTTP test kits) at it.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from envs.swe.tasks import load_shipped_tasks
 from foundation.config import ConfigRef, FrozenConfig
 from rollout.engines.sim import ServedModelConfig, SimEngineConfig, build_sim_engine
 from rollout.engines.sim.http_server import RequestDeadlines, ServedIdentity, SimSGLangServer
-from rollout.sim.config import ScriptedPolicyConfig
-from rollout.sim.scripted_agent import ScriptedSWEAgent
-from rollout.sim.serving_model import FillerTokenModel, ServingTokenModel
+from rollout.simulation.serving_model import FillerTokenModel, ServingTokenModel
+from rollout.standins.config import ScriptedPolicyConfig
+from rollout.standins.scripted_agent import ScriptedSWEAgent
 from rollout.trajectories.hf_tokenizer import HFTokenizer
 from rollout.trajectories.tokenizer import ByteTokenizer, ChatTemplate, Tokenizer
 

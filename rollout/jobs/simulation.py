@@ -2,7 +2,7 @@
 
 `load_simulation` reads a `SimulateConfig`'s files once; `simulate_policy` then runs one policy
 with the simulated trainer for `steps` training steps on whatever loop it is awaited on —
-`rollout.sim.vtime.run_virtual` for simulated time (the `conductor simulate` command), or a
+`rollout.simulation.vtime.run_virtual` for simulated time (the `conductor simulate` command), or a
 test's loop. Every policy gets the same workload, engines, model, cluster and seed.
 `simulated_conductor` gives the same conductor to a trainer loop of your own instead. A
 cluster (`SimulateConfig.cluster`) runs several engines and an env fleet on the one virtual
@@ -46,14 +46,14 @@ from rollout.observe.stats import mean_or_none
 from rollout.runtime.conductor import Conductor, ConductorStats
 from rollout.runtime.config import AgentLoopConfig, PolicyConfig
 from rollout.runtime.env_session import SessionFactory, SourcedSessions
-from rollout.sim.config import ClusterConfig
-from rollout.sim.engine_figures import EngineFigures, KVSampleLog, engine_figures
-from rollout.sim.env_fleet import FleetFigures, SimEnvFleet
-from rollout.sim.lower_bound import engine_floor_s, script_tokens
-from rollout.sim.sessions import SimWorkloadSessions
-from rollout.sim.setup import SimStack, build_sim_stack, engine_config_for, engine_names
-from rollout.sim.trainer import SimulatedTrainer
-from rollout.sim.workload import RoutedTokenModel, SyntheticWorkload, WorkloadConfig
+from rollout.simulation.config import ClusterConfig
+from rollout.simulation.engine_figures import EngineFigures, KVSampleLog, engine_figures
+from rollout.simulation.env_fleet import FleetFigures, SimEnvFleet
+from rollout.simulation.lower_bound import engine_floor_s, script_tokens
+from rollout.simulation.sessions import SimWorkloadSessions
+from rollout.simulation.setup import SimStack, build_sim_stack, engine_config_for, engine_names
+from rollout.simulation.workload import RoutedTokenModel, SyntheticWorkload, WorkloadConfig
+from rollout.standins.trainer import SimulatedTrainer
 from rollout.trajectories.batch import Batch
 from rollout.trajectories.sink import TrajectorySink
 
@@ -370,7 +370,7 @@ async def simulated_conductor(
 
     Consume `conductor.batches()` and publish weights with `conductor.update_weights` (see
     examples/batch_stream.py); leaving the block stops the conductor and closes the engine.
-    Await it on `rollout.sim.vtime.run_virtual` for simulated time.
+    Await it on `rollout.simulation.vtime.run_virtual` for simulated time.
     """
     clock = LoopClock()
     bus = EventBus()

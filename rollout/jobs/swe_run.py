@@ -57,9 +57,9 @@ from rollout.observe.run_summary import RunSummary
 from rollout.runtime.conductor import Conductor
 from rollout.runtime.env_session import SampleRef, SessionFactory
 from rollout.runtime.pool_sessions import PooledEnv, PoolSessions
-from rollout.sim.scripted_agent import ScriptedSWEAgent
-from rollout.sim.setup import engine_config_for
-from rollout.sim.trainer import SimulatedTrainer
+from rollout.simulation.setup import engine_config_for
+from rollout.standins.scripted_agent import ScriptedSWEAgent
+from rollout.standins.trainer import SimulatedTrainer
 from rollout.trajectories.batch import Batch
 from rollout.trajectories.chat_format import ChatFormat
 from rollout.trajectories.hf_tokenizer import HFChatFormat, HFTokenizer

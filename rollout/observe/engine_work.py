@@ -3,8 +3,8 @@
 Read off a trajectory's turn spans (its prompt, then per turn the generated tokens, decoded at a
 growing context, and the observation, prefilled on top), so it is exact for what really ran and
 knows nothing of caching or recomputation (what samples sharing a prompt spare is
-`rollout.observe.prompt_sharing`'s). `rollout.sim.lower_bound` turns it into a floor of engine
-time.
+`rollout.observe.prompt_sharing`'s). `rollout.simulation.lower_bound` turns it into a floor of
+engine time.
 """
 
 from __future__ import annotations

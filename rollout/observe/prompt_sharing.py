@@ -2,7 +2,7 @@
 
 GRPO samples K answers to one prompt, and a trace may give every group the same system prompt.
 A radix cache prefills a shared prompt prefix once and holds it once, so the engine-time floor
-(`rollout.sim.lower_bound`) must count, over the consumed samples:
+(`rollout.simulation.lower_bound`) must count, over the consumed samples:
 
 * **prefill**: each distinct prompt prefix once (the nodes of a trie of the prompts), not each
   sample's whole prompt;

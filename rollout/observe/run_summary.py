@@ -56,7 +56,7 @@ class RunSummary:
     admitted_tokens_p90: float | None = None
     consumed_reward_mean: float | None = None  # planned reward (the script's) of consumed samples
     admitted_reward_mean: float | None = None  # the same over every admitted group's samples
-    floor_t_next_s: float | None = None  # rollout.sim.lower_bound over the consumed samples
+    floor_t_next_s: float | None = None  # rollout.simulation.lower_bound over the consumed samples
     # prompt tokens served from the host tier (loaded back) over prompt tokens sent; None when
     # the engines do not report it (`kv_hit_rate` counts both tiers)
     kv_host_hit_rate: float | None = None

@@ -55,7 +55,8 @@ from rollout.runtime.env_session import (
     SessionFactory,
 )
 from rollout.runtime.loop_host import GenerationTicket, LoopHost
-from rollout.trajectories.builder import Span, TrajectoryBuilder
+from rollout.trajectories.builder import TrajectoryBuilder
+from rollout.trajectories.tokenizer import Span
 
 __all__ = ["AgentLoop"]
 

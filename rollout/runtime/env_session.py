@@ -7,7 +7,7 @@ model's turn in the env and gives back the ids to append before the next turn.
 become chat messages through an append-only `ChatPromptBuilder`; the model's ids are decoded to
 text for the env, but the trajectory keeps the engine's exact ids (the builder appends them
 verbatim and only its template and observation tokens are returned). The simulator's
-token-level sessions are `rollout.sim.sessions.SimEnvSession`.
+token-level sessions are `rollout.simulation.sessions.SimEnvSession`.
 
 Sessions emit the env-side step events (env_init, pre_act, act, reward) — or leave them to the
 env pool, which emits them for leased envs; the agent loop emits the engine-side ones.

@@ -1,7 +1,7 @@
 """`PoolSessions`: each sample attempt's `EnvSession` as a text env leased from the `EnvPool`.
 
 Real sandboxes (for example the SWE env); the simulator's factory is
-`rollout.sim.sessions.SimWorkloadSessions`.
+`rollout.simulation.sessions.SimWorkloadSessions`.
 """
 
 from __future__ import annotations

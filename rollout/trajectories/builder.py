@@ -10,26 +10,18 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from kvcache.page_keys import AppendOnlyPageKeys, TokenSnapshot
 from rollout.core.types import NO_VERSION, Trajectory, Turn
 from rollout.errors import TrajectoryError
+from rollout.trajectories.tokenizer import Span
 
-__all__ = ["Span", "TrajectoryBuilder"]
+__all__ = ["TrajectoryBuilder"]
 
 _ZERO = array("b", (0,))
 _ONE = array("b", (1,))
 _NO_VERSION = array("q", (NO_VERSION,))
-
-
-@dataclass(frozen=True, slots=True)
-class Span:
-    """Half-open token positions `start:end`."""
-
-    start: int
-    end: int
 
 
 class TrajectoryBuilder:

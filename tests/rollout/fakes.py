@@ -36,11 +36,11 @@ from rollout.runtime.env_session import (
     SessionFactory,
 )
 from rollout.runtime.loop_host import GenerationTicket
-from rollout.sim.config import TrainerSimConfig
-from rollout.sim.sessions import SimWorkloadSessions
-from rollout.sim.setup import engine_config_for
-from rollout.sim.trainer import SimulatedTrainer
-from rollout.sim.workload import SyntheticWorkload, WorkloadConfig
+from rollout.simulation.sessions import SimWorkloadSessions
+from rollout.simulation.setup import engine_config_for
+from rollout.simulation.workload import SyntheticWorkload, WorkloadConfig
+from rollout.standins.config import TrainerSimConfig
+from rollout.standins.trainer import SimulatedTrainer
 from rollout.trajectories.batch import Batch
 from rollout.trajectories.sink import TrajectorySink
 from tests.paths import CONFIGS

@@ -21,11 +21,11 @@ from rollout.engines.sim.cost_model import (
 from rollout.engines.sim.engine import SimEngine
 from rollout.engines.sim.factory import build_lru_kv, build_sim_engine
 from rollout.engines.sim.kv import (
+    CachedPrefix,
     JoinedTokens,
     KVBackend,
-    KVStats,
+    KVBackendStats,
     LoadBack,
-    PrefixMatch,
     TokenSeq,
     Transfer,
     TransferDirection,
@@ -35,17 +35,17 @@ from rollout.engines.sim.served_model import GpuConfig, ServedModelConfig
 from rollout.engines.sim.token_model import TokenModel, TurnPlan
 
 __all__ = [
+    "CachedPrefix",
     "CostModelConfig",
     "GpuConfig",
     "HostTierConfig",
     "HostWritePolicy",
     "JoinedTokens",
     "KVBackend",
-    "KVStats",
+    "KVBackendStats",
     "LRURadixKV",
     "LinkConfig",
     "LoadBack",
-    "PrefixMatch",
     "RetractionPolicy",
     "SchedulePolicy",
     "ServedModelConfig",

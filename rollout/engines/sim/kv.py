@@ -43,12 +43,12 @@ from kvcache.page_keys import extend_page_keys, page_keys
 from rollout.engines.base import KVHint
 
 __all__ = [
+    "CachedPrefix",
     "JoinedTokens",
     "KVBackend",
-    "KVStats",
+    "KVBackendStats",
     "LoadBack",
     "NamespacedTokens",
-    "PrefixMatch",
     "PrivateHold",
     "TokenSeq",
     "Tokens",
@@ -180,7 +180,7 @@ def in_namespace(token_ids: TokenSeq, namespace: str) -> TokenSeq:
 
 
 @dataclass(frozen=True, slots=True)
-class PrefixMatch:
+class CachedPrefix:
     """The cached prefix of a sequence: `device_tokens` usable now, then `host_tokens` on host."""
 
     device_tokens: int
@@ -214,7 +214,7 @@ class Transfer:
 
 
 @dataclass(frozen=True, slots=True)
-class KVStats:
+class KVBackendStats:
     """Occupancy (tokens) and cumulative counters (tokens) of a backend.
 
     The counters after `loaded_tokens` are None when the backend does not track them.
@@ -279,11 +279,13 @@ class KVBackend(Protocol):
         """Device KV capacity."""
         ...
 
-    def match_prefix(self, token_ids: TokenSeq) -> PrefixMatch:
+    def match_prefix(self, token_ids: TokenSeq) -> CachedPrefix:
         """How much of `token_ids` (at most `len - 1`, whole pages) is cached; locks nothing."""
         ...
 
-    def acquire(self, rid: str, token_ids: TokenSeq, priority: int, session_id: str) -> PrefixMatch:
+    def acquire(
+        self, rid: str, token_ids: TokenSeq, priority: int, session_id: str
+    ) -> CachedPrefix:
         """Match like `match_prefix` and lock the matched prefix (both tiers) for `rid`."""
         ...
 
@@ -339,6 +341,6 @@ class KVBackend(Protocol):
         """Drop every cached prefix no live request holds (after a weight update)."""
         ...
 
-    def stats(self) -> KVStats:
+    def stats(self) -> KVBackendStats:
         """Occupancy and counters."""
         ...

@@ -20,15 +20,15 @@ from collections.abc import Sequence
 from rollout.engines.base import KVHint
 from rollout.engines.sim.config import HostWritePolicy
 from rollout.engines.sim.kv import (
-    KVStats,
+    CachedPrefix,
+    KVBackendStats,
     LoadBack,
-    PrefixMatch,
     TokenSeq,
     Transfer,
     TransferDirection,
     give_back_each,
 )
-from rollout.engines.sim.radix import RadixNode, RadixTree
+from rollout.engines.sim.radix import PageRadixNode, PageRadixTree
 
 __all__ = ["LRURadixKV"]
 
@@ -44,14 +44,14 @@ class _Hold:
 
     __slots__ = ("node", "pos", "priority", "private")
 
-    def __init__(self, node: RadixNode, pos: int, priority: int) -> None:
+    def __init__(self, node: PageRadixNode, pos: int, priority: int) -> None:
         self.node = node
         self.pos = pos
         self.priority = priority
         self.private = 0
 
 
-_HeapEntry = tuple[int, int, RadixNode]
+_HeapEntry = tuple[int, int, PageRadixNode]
 
 
 class LRURadixKV:
@@ -83,11 +83,11 @@ class LRURadixKV:
         self._host_capacity = host_capacity_tokens
         self._write_through = write_policy is HostWritePolicy.WRITE_THROUGH
         self._tick = 0
-        self._tree = RadixTree(page_tokens)
+        self._tree = PageRadixTree(page_tokens)
         self._root = self._tree.root
         self._root.device = True
         self._holds: dict[str, _Hold] = {}
-        self._resume: dict[str, tuple[TokenSeq, RadixNode]] = {}
+        self._resume: dict[str, tuple[TokenSeq, PageRadixNode]] = {}
         self._tree_device = 0
         self._locked_device = 0
         self._private = 0
@@ -117,13 +117,13 @@ class LRURadixKV:
     def available_tokens(self, priority: int) -> int:
         return self._capacity - self._used() + self._tree_device - self._locked_device
 
-    def match_prefix(self, token_ids: TokenSeq) -> PrefixMatch:
+    def match_prefix(self, token_ids: TokenSeq) -> CachedPrefix:
         _, _, path = self._tree.walk(token_ids, self._root, 0, self._match_limit(token_ids))
         device, host, _ = self._split_tiers(path)
-        return PrefixMatch(device, host)
+        return CachedPrefix(device, host)
 
-    def stats(self) -> KVStats:
-        return KVStats(
+    def stats(self) -> KVBackendStats:
+        return KVBackendStats(
             capacity_tokens=self._capacity,
             used_tokens=self._used(),
             evictable_tokens=self._tree_device - self._locked_device,
@@ -137,7 +137,9 @@ class LRURadixKV:
 
     # ---- a request's life -----------------------------------------------------------------
 
-    def acquire(self, rid: str, token_ids: TokenSeq, priority: int, session_id: str) -> PrefixMatch:
+    def acquire(
+        self, rid: str, token_ids: TokenSeq, priority: int, session_id: str
+    ) -> CachedPrefix:
         if rid in self._holds:
             raise ValueError(f"request {rid!r} already holds KV; release it before acquiring again")
         start, pos = self._root, 0
@@ -159,11 +161,11 @@ class LRURadixKV:
             node.stamp = self._tick
         self._lock(last, self._root)
         self._holds[rid] = _Hold(last, device + host, priority)
-        return PrefixMatch(device, host)
+        return CachedPrefix(device, host)
 
     def load_back(self, rid: str) -> LoadBack:
         hold = self._hold(rid)
-        host_path: list[RadixNode] = []
+        host_path: list[PageRadixNode] = []
         node = hold.node
         while node is not self._root and not node.device:
             host_path.append(node)
@@ -237,7 +239,7 @@ class LRURadixKV:
                 del self._resume[next(iter(self._resume))]
         self._private -= hold.private
         self._tick += 1
-        node: RadixNode | None = hold.node
+        node: PageRadixNode | None = hold.node
         while node is not None and node is not self._root:
             node.stamp = self._tick
             node = node.parent
@@ -275,7 +277,7 @@ class LRURadixKV:
         device = host = locked = nodes = 0
         refs: dict[int, int] = {}
         for hold in self._holds.values():
-            node: RadixNode | None = hold.node
+            node: PageRadixNode | None = hold.node
             while node is not None and node is not self._root:
                 refs[id(node)] = refs.get(id(node), 0) + 1
                 node = node.parent
@@ -314,7 +316,7 @@ class LRURadixKV:
     def _match_limit(self, token_ids: TokenSeq) -> int:
         return max(0, len(token_ids) - 1) // self._page * self._page
 
-    def _split_tiers(self, path: list[RadixNode]) -> tuple[int, int, int]:
+    def _split_tiers(self, path: list[PageRadixNode]) -> tuple[int, int, int]:
         """Device tokens, then host-only tokens along `path`, and the nodes of that prefix."""
         device = host = 0
         index = 0
@@ -334,7 +336,7 @@ class LRURadixKV:
 
     # ---- locks ----------------------------------------------------------------------------
 
-    def _lock(self, node: RadixNode, stop: RadixNode) -> None:
+    def _lock(self, node: PageRadixNode, stop: PageRadixNode) -> None:
         """Add one lock on every node from `node` up to, not including, `stop`."""
         while node is not stop and node is not self._root:
             if node.lock_ref == 0 and node.device:
@@ -342,7 +344,7 @@ class LRURadixKV:
             node.lock_ref += 1
             node = self._tree.parent(node)
 
-    def _unlock(self, node: RadixNode) -> None:
+    def _unlock(self, node: PageRadixNode) -> None:
         while node is not self._root:
             node.lock_ref -= 1
             if node.lock_ref == 0:
@@ -353,7 +355,7 @@ class LRURadixKV:
 
     # ---- residency ------------------------------------------------------------------------
 
-    def _set_device(self, node: RadixNode, resident: bool) -> None:
+    def _set_device(self, node: PageRadixNode, resident: bool) -> None:
         if node.device == resident:
             return
         node.device = resident
@@ -368,12 +370,12 @@ class LRURadixKV:
             self._offer(parent)
         self._offer(node)
 
-    def _set_host(self, node: RadixNode, resident: bool) -> None:
+    def _set_host(self, node: PageRadixNode, resident: bool) -> None:
         if node.host != resident:
             node.host = resident
             self._host_used += len(node.key) if resident else -len(node.key)
 
-    def _copy_to_host(self, node: RadixNode) -> bool:
+    def _copy_to_host(self, node: PageRadixNode) -> bool:
         """Give `node` a host copy if the host has room (after dropping LRU host-only leaves)."""
         size = len(node.key)
         if self._host_capacity - self._host_used < size:
@@ -396,14 +398,14 @@ class LRURadixKV:
             self._evict_device(node)
         return 0
 
-    def _evict_device(self, node: RadixNode) -> None:
+    def _evict_device(self, node: PageRadixNode) -> None:
         if node.host or (self._host_capacity and self._copy_to_host(node)):
             self._set_device(node, False)
             self._demoted += len(node.key)
         else:
             self._dropped += self._delete_subtree(node)
 
-    def _delete_subtree(self, node: RadixNode) -> int:
+    def _delete_subtree(self, node: PageRadixNode) -> int:
         """Remove `node` and everything below it from both tiers; return the tokens removed."""
         parent = self._tree.parent(node)
         removed = 0
@@ -419,7 +421,7 @@ class LRURadixKV:
 
     # ---- eviction candidates --------------------------------------------------------------
 
-    def _offer(self, node: RadixNode) -> None:
+    def _offer(self, node: PageRadixNode) -> None:
         """Push `node` on the heap it now qualifies for (validity is re-checked on pop)."""
         if node is self._root or node.lock_ref:
             return
@@ -439,7 +441,7 @@ class LRURadixKV:
             return node.device and node.device_children == 0
         return node.host and not node.device and not node.children
 
-    def _pop(self, heap: list[_HeapEntry], device: bool) -> RadixNode | None:
+    def _pop(self, heap: list[_HeapEntry], device: bool) -> PageRadixNode | None:
         while heap:
             entry = heapq.heappop(heap)
             if self._valid(entry, device):

@@ -57,9 +57,9 @@ from kvcache.page_keys import TokenPrefix
 from kvcache.policy_base import CachePolicyBase
 from rollout.engines.base import KVHint, KVHintKind
 from rollout.engines.sim.kv import (
-    KVStats,
+    CachedPrefix,
+    KVBackendStats,
     LoadBack,
-    PrefixMatch,
     TokenSeq,
     Transfer,
     TransferDirection,
@@ -169,9 +169,9 @@ class PolicyKV:
         policy = self._policy
         return policy.free_device_tokens + policy.evictable_size(self._priority(priority))
 
-    def match_prefix(self, token_ids: TokenSeq) -> PrefixMatch:
+    def match_prefix(self, token_ids: TokenSeq) -> CachedPrefix:
         match = self._policy.peek_prefix(_query(token_ids))
-        return PrefixMatch(match.device_tokens, match.host_tokens)
+        return CachedPrefix(match.device_tokens, match.host_tokens)
 
     def policy_stats(self) -> PolicyStats:
         """The policy's accounting, its counters summed over every flush (gauges: live cache)."""
@@ -183,10 +183,10 @@ class PolicyKV:
         }
         return replace(live, **summed)
 
-    def stats(self) -> KVStats:
+    def stats(self) -> KVBackendStats:
         policy = self._policy
         totals = self.policy_stats()
-        return KVStats(
+        return KVBackendStats(
             capacity_tokens=self._config.device_capacity_tokens,
             used_tokens=policy.device_used_tokens,
             evictable_tokens=policy.evictable_size(Priority.LOW),  # headroom for low work
@@ -208,7 +208,9 @@ class PolicyKV:
 
     # ---- a request's life -----------------------------------------------------------------
 
-    def acquire(self, rid: str, token_ids: TokenSeq, priority: int, session_id: str) -> PrefixMatch:
+    def acquire(
+        self, rid: str, token_ids: TokenSeq, priority: int, session_id: str
+    ) -> CachedPrefix:
         if rid in self._holds:
             raise ValueError(f"request {rid!r} already holds KV; release it before acquiring again")
         session = session_id if session_id in self._open else None
@@ -220,7 +222,7 @@ class PolicyKV:
                 "device prefix; the policy broke its lock contract (a bug in kvcache)"
             )
         self._holds[rid] = _Hold(token_ids, match, receipt, self._priority(priority), session_id)
-        return PrefixMatch(match.device_tokens, match.host_tokens)
+        return CachedPrefix(match.device_tokens, match.host_tokens)
 
     def load_back(self, rid: str) -> LoadBack:
         hold = self._hold(rid)

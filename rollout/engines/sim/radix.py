@@ -1,4 +1,4 @@
-"""`RadixTree`: token sequences in whole pages, shared by common prefix (structure only).
+"""`PageRadixTree`: token sequences in whole pages, shared by common prefix (structure only).
 
 Nodes carry the per-node state a cache policy keeps (tier flags, lock count, recency); the tree
 only finds, adds, splits and removes nodes and never decides what is resident. A node's end
@@ -13,10 +13,10 @@ from collections.abc import Iterator
 
 from rollout.engines.sim.kv import Tokens, TokenSeq
 
-__all__ = ["RadixNode", "RadixTree"]
+__all__ = ["PageRadixNode", "PageRadixTree"]
 
 
-class RadixNode:
+class PageRadixNode:
     """One edge of the tree: `key` (whole pages) below `parent`, children keyed by first page."""
 
     __slots__ = (
@@ -32,10 +32,10 @@ class RadixNode:
         "stamp",
     )
 
-    def __init__(self, key: Tokens, parent: RadixNode | None, node_id: int, stamp: int) -> None:
+    def __init__(self, key: Tokens, parent: PageRadixNode | None, node_id: int, stamp: int) -> None:
         self.key = key
         self.parent = parent
-        self.children: dict[Tokens, RadixNode] = {}
+        self.children: dict[Tokens, PageRadixNode] = {}
         self.device = False  # holds KV on the device
         self.host = False  # holds a copy on the host
         self.lock_ref = 0  # live requests whose path passes here
@@ -45,25 +45,25 @@ class RadixNode:
         self.alive = True
 
 
-class RadixTree:
+class PageRadixTree:
     """The nodes of one cache, `page_tokens` per page."""
 
     def __init__(self, page_tokens: int) -> None:
         self.page = page_tokens
         self._ids = itertools.count(1)
-        self.root = RadixNode((), None, 0, 0)
+        self.root = PageRadixNode((), None, 0, 0)
         self.node_count = 0
 
     def walk(
-        self, ids: TokenSeq, node: RadixNode, pos: int, limit: int
-    ) -> tuple[RadixNode, int, list[RadixNode]]:
+        self, ids: TokenSeq, node: PageRadixNode, pos: int, limit: int
+    ) -> tuple[PageRadixNode, int, list[PageRadixNode]]:
         """Follow `ids[pos:limit]` down from `node` (which ends at `pos`) in whole pages.
 
         A partly matched node is split at the last matching page. Returns the deepest matched
         node, its end position and the nodes passed below the start.
         """
         page = self.page
-        path: list[RadixNode] = []
+        path: list[PageRadixNode] = []
         while pos + page <= limit:
             child = node.children.get(ids[pos : pos + page])
             if child is None:
@@ -92,10 +92,10 @@ class RadixTree:
                 high = mid - 1
         return low * page
 
-    def split(self, node: RadixNode, at: int) -> RadixNode:
+    def split(self, node: PageRadixNode, at: int) -> PageRadixNode:
         """Cut `node` after `at` tokens; return the new upper part (same state as `node`)."""
         parent = self.parent(node)
-        upper = RadixNode(node.key[:at], parent, next(self._ids), node.stamp)
+        upper = PageRadixNode(node.key[:at], parent, next(self._ids), node.stamp)
         upper.device, upper.host, upper.lock_ref = node.device, node.host, node.lock_ref
         upper.device_children = 1 if node.device else 0
         node.key = node.key[at:]
@@ -105,17 +105,17 @@ class RadixTree:
         self.node_count += 1
         return upper
 
-    def add_child(self, parent: RadixNode, key: Tokens, stamp: int) -> RadixNode:
+    def add_child(self, parent: PageRadixNode, key: Tokens, stamp: int) -> PageRadixNode:
         """A new node under `parent` (no tier, no lock: the caller sets them)."""
-        child = RadixNode(key, parent, next(self._ids), stamp)
+        child = PageRadixNode(key, parent, next(self._ids), stamp)
         parent.children[key[: self.page]] = child
         self.node_count += 1
         return child
 
-    def detach(self, node: RadixNode) -> list[RadixNode]:
+    def detach(self, node: PageRadixNode) -> list[PageRadixNode]:
         """Remove `node` and its subtree; return the removed nodes (now marked dead)."""
         del self.parent(node).children[node.key[: self.page]]
-        removed: list[RadixNode] = []
+        removed: list[PageRadixNode] = []
         stack = [node]
         while stack:
             doomed = stack.pop()
@@ -125,12 +125,12 @@ class RadixTree:
         self.node_count -= len(removed)
         return removed
 
-    def parent(self, node: RadixNode) -> RadixNode:
+    def parent(self, node: PageRadixNode) -> PageRadixNode:
         if node.parent is None:
             raise RuntimeError("the radix root has no parent; this is a bug in the caller")
         return node.parent
 
-    def end_of(self, node: RadixNode) -> int:
+    def end_of(self, node: PageRadixNode) -> int:
         """Tokens from the root to the end of `node` (constant while the node lives)."""
         end = 0
         while node is not self.root:
@@ -138,16 +138,16 @@ class RadixTree:
             node = self.parent(node)
         return end
 
-    def path_to(self, node: RadixNode) -> list[RadixNode]:
+    def path_to(self, node: PageRadixNode) -> list[PageRadixNode]:
         """The nodes from below the root down to `node`."""
-        path: list[RadixNode] = []
+        path: list[PageRadixNode] = []
         while node is not self.root:
             path.append(node)
             node = self.parent(node)
         path.reverse()
         return path
 
-    def nodes(self) -> Iterator[RadixNode]:
+    def nodes(self) -> Iterator[PageRadixNode]:
         """Every node below the root, parents before children."""
         stack = list(self.root.children.values())
         while stack:

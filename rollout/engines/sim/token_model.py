@@ -4,7 +4,8 @@ The engine simulates *time*; a token model decides *content*. At arrival the eng
 request's `TurnPlan` (the tokens the model would produce if nothing stopped it), generates up to
 `max_new_tokens` of them at the pace of the cost model, and reports back how many it produced
 and why it ended, so a stateful model can continue an aborted turn when the caller resubmits
-prompt + partial output. `rollout.sim.workload.ScriptedTokenModel` is the synthetic implementation.
+prompt + partial output. `rollout.simulation.workload.ScriptedTokenModel` is the synthetic
+implementation.
 """
 
 from __future__ import annotations

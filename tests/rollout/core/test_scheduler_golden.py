@@ -24,8 +24,8 @@ from rollout.core.scheduler_events import Decision
 from rollout.jobs.scheduler_bench import (
     BenchScale,
     SchedulerBenchConfig,
+    SchedulerBenchWorkload,
     SyntheticRollout,
-    WorkloadConfig,
     decision_line,
 )
 
@@ -33,21 +33,21 @@ GOLDEN = Path(__file__).parent / "data" / "scheduler_golden.json"
 EXCERPT_LINES = 60
 EVENTS = 6_000
 
-CASES: dict[str, tuple[BenchScale, SchedulerConfig, WorkloadConfig]] = {
+CASES: dict[str, tuple[BenchScale, SchedulerConfig, SchedulerBenchWorkload]] = {
     "four_engines": (
         BenchScale(groups=32, group_size=8, engines=4, slots_per_engine=16),
         SchedulerConfig(low_priority_kv_watermark=0.1, preemption=True),
-        WorkloadConfig(kv_capacity_tokens=120_000, mean_turns=4.0),
+        SchedulerBenchWorkload(kv_capacity_tokens=120_000, mean_turns=4.0),
     ),
     "four_engines_kv_residency": (
         BenchScale(groups=32, group_size=8, engines=4, slots_per_engine=24),
         SchedulerConfig(kv_residency=True, hold_critical_kv=True, prior_peak_context_tokens=4096),
-        WorkloadConfig(kv_capacity_tokens=40_000, host_kv_capacity_tokens=200_000),
+        SchedulerBenchWorkload(kv_capacity_tokens=40_000, host_kv_capacity_tokens=200_000),
     ),
     "one_engine": (
         BenchScale(groups=24, group_size=8, engines=1, slots_per_engine=48),
         SchedulerConfig(),
-        WorkloadConfig(kv_capacity_tokens=150_000, mean_turns=4.0),
+        SchedulerBenchWorkload(kv_capacity_tokens=150_000, mean_turns=4.0),
     ),
 }
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rollout.engines.sim import HostWritePolicy, LRURadixKV, PrefixMatch, TransferDirection
+from rollout.engines.sim import CachedPrefix, HostWritePolicy, LRURadixKV, TransferDirection
 
 PAGE = 4
 
@@ -28,9 +28,9 @@ def test_match_counts_whole_pages_and_never_the_last_token() -> None:
     kv = LRURadixKV(capacity_tokens=64, page_tokens=PAGE)
     prompt = seq(0, 10)
     cache_prefix(kv, "a", prompt)
-    assert kv.match_prefix(prompt) == PrefixMatch(8, 0)
-    assert kv.match_prefix(prompt[:9]) == PrefixMatch(8, 0)
-    assert kv.match_prefix(prompt[:8]) == PrefixMatch(4, 0)  # 8 tokens: at most 7 may match
+    assert kv.match_prefix(prompt) == CachedPrefix(8, 0)
+    assert kv.match_prefix(prompt[:9]) == CachedPrefix(8, 0)
+    assert kv.match_prefix(prompt[:8]) == CachedPrefix(4, 0)  # 8 tokens: at most 7 may match
 
 
 def test_a_sibling_hits_the_prompt_pages_another_request_committed() -> None:
@@ -39,7 +39,7 @@ def test_a_sibling_hits_the_prompt_pages_another_request_committed() -> None:
     kv.acquire("first", prompt, 0, "s1")
     kv.reserve("first", 12, 0)
     kv.commit("first", prompt, 12)
-    assert kv.acquire("second", (*prompt, 99), 0, "s2") == PrefixMatch(12, 0)
+    assert kv.acquire("second", (*prompt, 99), 0, "s2") == CachedPrefix(12, 0)
     kv.check_invariants()
 
 
@@ -71,8 +71,8 @@ def test_the_least_recently_used_unlocked_prefix_is_evicted_first() -> None:
     cache_prefix(kv, "recent", recent)
     kv.acquire("new", seq(200, 9), 0, "")
     assert kv.reserve("new", 8, 0) == 0
-    assert kv.match_prefix(old) == PrefixMatch(0, 0)
-    assert kv.match_prefix(recent) == PrefixMatch(8, 0)
+    assert kv.match_prefix(old) == CachedPrefix(0, 0)
+    assert kv.match_prefix(recent) == CachedPrefix(8, 0)
 
 
 def test_a_locked_prefix_is_never_evicted() -> None:
@@ -82,7 +82,7 @@ def test_a_locked_prefix_is_never_evicted() -> None:
     kv.acquire("running", prompt, 0, "")
     kv.acquire("new", seq(200, 13), 0, "")
     assert kv.reserve("new", 12, 0) == 4
-    assert kv.match_prefix(prompt) == PrefixMatch(8, 0)
+    assert kv.match_prefix(prompt) == CachedPrefix(8, 0)
 
 
 def test_evicted_kv_is_demoted_to_host_and_loaded_back_on_demand() -> None:
@@ -90,10 +90,10 @@ def test_evicted_kv_is_demoted_to_host_and_loaded_back_on_demand() -> None:
     prompt = seq(0, 9)
     cache_prefix(kv, "a", prompt)
     cache_prefix(kv, "b", seq(100, 16))  # needs the whole pool: "a" goes to host
-    assert kv.match_prefix(prompt) == PrefixMatch(0, 8)
+    assert kv.match_prefix(prompt) == CachedPrefix(0, 8)
     kv.acquire("again", prompt, 0, "")
     assert kv.load_back("again").tokens == 8
-    assert kv.match_prefix(prompt) == PrefixMatch(8, 0)
+    assert kv.match_prefix(prompt) == CachedPrefix(8, 0)
     assert kv.stats().loaded_tokens == 8
     kv.check_invariants()
 
@@ -110,7 +110,7 @@ def test_without_a_host_tier_evicted_kv_is_dropped() -> None:
     kv = LRURadixKV(capacity_tokens=16, page_tokens=PAGE)
     cache_prefix(kv, "a", seq(0, 9))
     cache_prefix(kv, "b", seq(100, 16))
-    assert kv.match_prefix(seq(0, 9)) == PrefixMatch(0, 0)
+    assert kv.match_prefix(seq(0, 9)) == CachedPrefix(0, 0)
     assert kv.stats().dropped_tokens == 8
 
 
@@ -121,7 +121,7 @@ def test_release_caches_prompt_and_output_but_retraction_frees_the_decode_kv() -
     kv.reserve("done", 16, 0)
     kv.commit("done", prompt, 8)
     kv.release("done", prompt + output, 16)
-    assert kv.match_prefix((*prompt, *output, 7)) == PrefixMatch(16, 0)
+    assert kv.match_prefix((*prompt, *output, 7)) == CachedPrefix(16, 0)
     kv.acquire("retracted", seq(100, 8), 0, "")
     kv.reserve("retracted", 16, 0)
     kv.commit("retracted", seq(100, 8), 8)
@@ -137,8 +137,8 @@ def test_flush_drops_cached_prefixes_but_keeps_what_running_requests_hold() -> N
     kv.reserve("running", 8, 0)
     kv.commit("running", seq(100, 9), 8)
     kv.flush()
-    assert kv.match_prefix(seq(0, 9)) == PrefixMatch(0, 0)
-    assert kv.match_prefix(seq(100, 9)) == PrefixMatch(8, 0)
+    assert kv.match_prefix(seq(0, 9)) == CachedPrefix(0, 0)
+    assert kv.match_prefix(seq(100, 9)) == CachedPrefix(8, 0)
     kv.check_invariants()
 
 
@@ -146,10 +146,10 @@ def test_a_retried_acquire_matches_what_the_tree_holds_now() -> None:
     kv = LRURadixKV(capacity_tokens=64, page_tokens=PAGE)
     ids = seq(0, 21)
     cache_prefix(kv, "short", ids[:9])
-    assert kv.acquire("late", ids, 0, "") == PrefixMatch(8, 0)
+    assert kv.acquire("late", ids, 0, "") == CachedPrefix(8, 0)
     kv.release("late", ids, 0)  # refused: it will try again with the same tuple
     cache_prefix(kv, "longer", ids[:17])
-    assert kv.acquire("late", ids, 0, "") == PrefixMatch(16, 0)
+    assert kv.acquire("late", ids, 0, "") == CachedPrefix(16, 0)
 
 
 def test_using_a_request_that_holds_nothing_is_an_error_that_says_to_acquire() -> None:

@@ -29,10 +29,10 @@ from rollout.engines.base import (
     SamplingParams,
 )
 from rollout.engines.sim import (
+    CachedPrefix,
     HostWritePolicy,
     KVBackend,
     LRURadixKV,
-    PrefixMatch,
     ServedModelConfig,
     SimEngine,
     SimEngineConfig,
@@ -48,10 +48,10 @@ from rollout.engines.sim.cost_model import (
 )
 from rollout.engines.sim.factory import build_kv_backend, build_sim_engine, policy_kv_config
 from rollout.engines.sim.policy_kv import PolicyKV
-from rollout.sim.kv_bench import BenchSetup, run_backend
-from rollout.sim.kv_bench import main as kv_bench_main
-from rollout.sim.vtime import run_virtual
-from rollout.sim.workload import SyntheticWorkload, WorkloadConfig
+from rollout.simulation.kv_bench import BenchSetup, run_backend
+from rollout.simulation.kv_bench import main as kv_bench_main
+from rollout.simulation.vtime import run_virtual
+from rollout.simulation.workload import SyntheticWorkload, WorkloadConfig
 from tests.paths import CONFIGS
 from tests.rollout.engines.doubles import COST, MODEL, STOP, FixedTokens, prompt
 
@@ -131,9 +131,9 @@ def test_match_counts_whole_pages_and_never_the_last_token(make_kv: MakeKV) -> N
     kv = make_kv(64)
     ids = seq(0, 10)
     cache_prefix(kv, "a", ids)
-    assert kv.match_prefix(ids) == PrefixMatch(8, 0)
-    assert kv.match_prefix(ids[:9]) == PrefixMatch(8, 0)
-    assert kv.match_prefix(ids[:8]) == PrefixMatch(4, 0)  # 8 tokens: at most 7 may match
+    assert kv.match_prefix(ids) == CachedPrefix(8, 0)
+    assert kv.match_prefix(ids[:9]) == CachedPrefix(8, 0)
+    assert kv.match_prefix(ids[:8]) == CachedPrefix(4, 0)  # 8 tokens: at most 7 may match
 
 
 def test_a_sibling_hits_the_prompt_pages_another_request_committed(make_kv: MakeKV) -> None:
@@ -142,7 +142,7 @@ def test_a_sibling_hits_the_prompt_pages_another_request_committed(make_kv: Make
     kv.acquire("first", ids, LOW, "s1")
     kv.reserve("first", 12, LOW)
     kv.commit("first", ids, 12)
-    assert kv.acquire("second", (*ids, 99), LOW, "s2") == PrefixMatch(12, 0)
+    assert kv.acquire("second", (*ids, 99), LOW, "s2") == CachedPrefix(12, 0)
     check(kv)
 
 
@@ -208,8 +208,8 @@ def test_the_least_recently_used_unlocked_prefix_is_evicted_first(make_kv: MakeK
     clock.advance(1.0)
     kv.acquire("new", seq(200, 9), LOW, "")
     assert kv.reserve("new", 8, LOW) == 0
-    assert kv.match_prefix(old) == PrefixMatch(0, 0)
-    assert kv.match_prefix(recent) == PrefixMatch(8, 0)
+    assert kv.match_prefix(old) == CachedPrefix(0, 0)
+    assert kv.match_prefix(recent) == CachedPrefix(8, 0)
 
 
 def test_a_locked_prefix_is_never_evicted(make_kv: MakeKV) -> None:
@@ -219,7 +219,7 @@ def test_a_locked_prefix_is_never_evicted(make_kv: MakeKV) -> None:
     kv.acquire("running", ids, LOW, "")
     kv.acquire("new", seq(200, 13), LOW, "")
     assert kv.reserve("new", 12, LOW) == 4
-    assert kv.match_prefix(ids) == PrefixMatch(8, 0)
+    assert kv.match_prefix(ids) == CachedPrefix(8, 0)
 
 
 def test_release_caches_prompt_and_output_but_retraction_frees_the_decode_kv(
@@ -231,7 +231,7 @@ def test_release_caches_prompt_and_output_but_retraction_frees_the_decode_kv(
     kv.reserve("done", 16, LOW)
     kv.commit("done", ids, 8)
     kv.release("done", ids + output, 16)
-    assert kv.match_prefix((*ids, *output, 7)) == PrefixMatch(16, 0)
+    assert kv.match_prefix((*ids, *output, 7)) == CachedPrefix(16, 0)
     kv.acquire("retracted", seq(100, 8), LOW, "")
     kv.reserve("retracted", 16, LOW)
     kv.commit("retracted", seq(100, 8), 8)
@@ -244,17 +244,17 @@ def test_a_retried_acquire_matches_what_the_tree_holds_now(make_kv: MakeKV) -> N
     kv = make_kv(64)
     ids = seq(0, 21)
     cache_prefix(kv, "short", ids[:9])
-    assert kv.acquire("late", ids, LOW, "") == PrefixMatch(8, 0)
+    assert kv.acquire("late", ids, LOW, "") == CachedPrefix(8, 0)
     kv.release("late", ids, 0)  # refused: it will try again with the same tuple
     cache_prefix(kv, "longer", ids[:17])
-    assert kv.acquire("late", ids, LOW, "") == PrefixMatch(16, 0)
+    assert kv.acquire("late", ids, LOW, "") == CachedPrefix(16, 0)
 
 
 def test_flush_drops_every_cached_prefix_when_no_request_holds_kv(make_kv: MakeKV) -> None:
     kv = make_kv(64)
     cache_prefix(kv, "idle", seq(0, 9))
     kv.flush()
-    assert kv.match_prefix(seq(0, 9)) == PrefixMatch(0, 0)
+    assert kv.match_prefix(seq(0, 9)) == CachedPrefix(0, 0)
     assert kv.stats().used_tokens == 0
 
 
@@ -335,7 +335,7 @@ def test_a_low_priority_tool_wait_offloads_the_sessions_kv_as_a_device_to_host_t
     open_session(kv, "s", LOW)
     run_session_turn(kv, "s", seq(0, 13), LOW)
     kv.hint(KVHint(KVHintKind.TOOL_WAIT, "s", LOW, expected_s=100.0))
-    assert kv.match_prefix(seq(0, 13)) == PrefixMatch(0, 12)
+    assert kv.match_prefix(seq(0, 13)) == CachedPrefix(0, 12)
     assert kv.drain_transfers() == (Transfer(TransferDirection.D2H, 12),)
 
 
@@ -344,7 +344,7 @@ def test_a_high_priority_tool_wait_keeps_the_sessions_kv_on_device() -> None:
     open_session(kv, "s", HIGH)
     run_session_turn(kv, "s", seq(0, 13), HIGH)
     kv.hint(KVHint(KVHintKind.TOOL_WAIT, "s", HIGH, expected_s=100.0))
-    assert kv.match_prefix(seq(0, 13)) == PrefixMatch(12, 0)
+    assert kv.match_prefix(seq(0, 13)) == CachedPrefix(12, 0)
     assert kv.drain_transfers() == ()
 
 
@@ -358,7 +358,7 @@ def test_a_due_prefetch_is_a_host_to_device_transfer_naming_its_session() -> Non
     clock.advance(100.0 - 12.0 - 0.5)  # one reload time (12 s) plus the margin before return
     kv.before_forward(0)
     assert kv.drain_transfers() == (Transfer(TransferDirection.H2D, 12, "s"),)
-    assert kv.match_prefix(seq(0, 13)) == PrefixMatch(12, 0)
+    assert kv.match_prefix(seq(0, 13)) == CachedPrefix(12, 0)
 
 
 def test_a_low_priority_request_cannot_evict_a_high_priority_sessions_kv() -> None:
@@ -369,7 +369,7 @@ def test_a_low_priority_request_cannot_evict_a_high_priority_sessions_kv() -> No
     kv.acquire("low", seq(100, 17), LOW, "other")
     assert kv.available_tokens(LOW) == 8
     assert kv.reserve("low", 16, LOW) == 8
-    assert kv.match_prefix(seq(0, 25)) == PrefixMatch(24, 0)
+    assert kv.match_prefix(seq(0, 25)) == CachedPrefix(24, 0)
 
 
 def test_a_high_priority_request_may_evict_another_high_priority_sessions_kv() -> None:
@@ -394,7 +394,7 @@ def test_a_second_open_changes_the_sessions_priority() -> None:
     open_session(kv, "s", HIGH)
     run_session_turn(kv, "s", seq(0, 13), HIGH)
     kv.hint(KVHint(KVHintKind.TOOL_WAIT, "s", HIGH, expected_s=100.0))
-    assert kv.match_prefix(seq(0, 13)) == PrefixMatch(12, 0)
+    assert kv.match_prefix(seq(0, 13)) == CachedPrefix(12, 0)
 
 
 def test_an_admission_refused_and_retried_is_looked_up_once() -> None:
@@ -426,11 +426,11 @@ def test_flush_waits_for_the_last_running_request_and_keeps_sessions_and_counter
     kv.acquire("running", seq(100, 9), LOW, "")
     kv.reserve("running", 9, LOW)
     kv.flush()
-    assert kv.match_prefix(seq(0, 9)) == PrefixMatch(8, 0)  # not yet: a request holds KV
+    assert kv.match_prefix(seq(0, 9)) == CachedPrefix(8, 0)  # not yet: a request holds KV
     kv.release("running", seq(100, 9), 9)
     assert (kv.match_prefix(seq(0, 9)), kv.match_prefix(seq(100, 9))) == (
-        PrefixMatch(0, 0),
-        PrefixMatch(0, 0),
+        CachedPrefix(0, 0),
+        CachedPrefix(0, 0),
     )
     assert (kv.flushes, kv.policy_stats().lookups) == (1, 2)
     kv.hint(KVHint(KVHintKind.TOOL_WAIT, "s", LOW, expected_s=5.0))  # still open

@@ -25,7 +25,7 @@ from rollout.engines.sim import (
     TokenSeq,
 )
 from rollout.engines.sim.cost_model import decode_step_time_s, prefill_attention_units, step_time_s
-from rollout.sim.vtime import run_virtual
+from rollout.simulation.vtime import run_virtual
 from tests.rollout.engines.doubles import COST, MODEL, STOP, FixedTokens, make_engine, prompt
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from rollout.engines.base import FinishReason, GenerateRequest, GenerateResult, SamplingParams
 from rollout.engines.sim import SimEngine
-from rollout.sim.vtime import run_virtual
+from rollout.simulation.vtime import run_virtual
 from tests.rollout.engines.doubles import STOP, FixedTokens, make_engine, prompt
 
 

@@ -8,11 +8,11 @@ import pkgutil
 import pytest
 
 import rollout.engines.sim
-import rollout.sim.workload
+import rollout.simulation.workload
 
 SIM_API = {
     "CostModelConfig", "GpuConfig", "HostTierConfig", "HostWritePolicy", "JoinedTokens",
-    "KVBackend", "KVStats", "LRURadixKV", "LinkConfig", "LoadBack", "PrefixMatch",
+    "KVBackend", "KVBackendStats", "LRURadixKV", "LinkConfig", "LoadBack", "CachedPrefix",
     "RetractionPolicy", "SchedulePolicy", "ServedModelConfig", "SimEngine", "SimEngineConfig",
     "SimEngineCounters", "TokenModel", "TokenSeq", "Transfer", "TransferDirection", "TurnPlan",
     "build_lru_kv", "build_sim_engine", "decode_step_time_s", "prefill_attention_units",
@@ -21,19 +21,21 @@ SIM_API = {
 WORKLOAD_API = {
     "SUBMIT_TOOL", "LengthSpec", "RoutedTokenModel", "SampleScript", "ScriptBook",
     "ScriptedTokenModel", "SimEnv",
-    "StepResult", "SyntheticWorkload", "TokenCorpus", "ToolSpec", "TurnScript", "WorkloadConfig",
+    "StepResult", "SyntheticWorkload", "TokenCorpus", "ToolKindConfig", "TurnScript",
+    "WorkloadConfig",
     "draw_group", "session_id_of",
 }  # fmt: skip
 
 
 @pytest.mark.parametrize(
-    ("package", "api"), [(rollout.engines.sim, SIM_API), (rollout.sim.workload, WORKLOAD_API)]
+    ("package", "api"),
+    [(rollout.engines.sim, SIM_API), (rollout.simulation.workload, WORKLOAD_API)],
 )
 def test_the_package_root_exports_exactly_its_public_api(package: object, api: set[str]) -> None:
     assert set(package.__all__) == api  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("package", [rollout.engines.sim, rollout.sim.workload])
+@pytest.mark.parametrize("package", [rollout.engines.sim, rollout.simulation.workload])
 def test_every_module_declares_all_and_defines_what_it_lists(package: object) -> None:
     for info in pkgutil.iter_modules(package.__path__):  # type: ignore[attr-defined]
         module = importlib.import_module(f"{package.__name__}.{info.name}")  # type: ignore[attr-defined]
@@ -42,5 +44,5 @@ def test_every_module_declares_all_and_defines_what_it_lists(package: object) ->
 
 
 def test_the_virtual_time_module_exports_its_loop_and_runner() -> None:
-    vtime = importlib.import_module("rollout.sim.vtime")
+    vtime = importlib.import_module("rollout.simulation.vtime")
     assert set(vtime.__all__) == {"VirtualTimeLoop", "run_virtual"}

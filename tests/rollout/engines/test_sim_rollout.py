@@ -9,9 +9,9 @@ import pytest
 from foundation.config import load_config
 from rollout.engines.base import GenerateRequest, SamplingParams
 from rollout.engines.sim import ServedModelConfig, SimEngineConfig, build_sim_engine
-from rollout.sim.engine_bench import main as bench_main
-from rollout.sim.vtime import run_virtual
-from rollout.sim.workload import SyntheticWorkload, WorkloadConfig
+from rollout.simulation.simulator_speed import main as bench_main
+from rollout.simulation.vtime import run_virtual
+from rollout.simulation.workload import SyntheticWorkload, WorkloadConfig
 from tests.paths import CONFIGS
 
 

@@ -14,7 +14,7 @@ from rollout.engines.base import GenerateRequest, SamplingParams
 from rollout.engines.sglang import SGLangEngine, SGLangEngineConfig
 from rollout.engines.sglang.wire import generate_body
 from rollout.engines.sim.kv import in_namespace, namespace_salt
-from rollout.sim.vtime import run_virtual
+from rollout.simulation.vtime import run_virtual
 from rollout.trajectories.tokenizer import ByteTokenizer
 from tests.rollout.engines.doubles import STOP, FixedTokens, make_engine, prompt
 from tests.rollout.engines.sglang.servers import sim_server

@@ -16,7 +16,7 @@ from rollout.jobs.policies import (
     resolve_policy_spec,
 )
 from rollout.runtime.config import rollout_config_for
-from rollout.sim.setup import engine_config_for
+from rollout.simulation.setup import engine_config_for
 from tests.paths import CONFIGS
 from tests.rollout.fakes import engine_config
 

@@ -29,8 +29,8 @@ from rollout.jobs.simulation import (
     simulate_policy,
     simulated_conductor,
 )
-from rollout.sim.trainer import SimulatedTrainer
-from rollout.sim.vtime import run_virtual
+from rollout.simulation.vtime import run_virtual
+from rollout.standins.trainer import SimulatedTrainer
 from rollout.trajectories.batch import Batch
 from tests.paths import CONFIGS
 from tests.rollout.cli.test_cli_run import SPANS_TASK, TINY_RUN

@@ -26,8 +26,8 @@ from rollout.jobs.config import RunConfig
 from rollout.jobs.run_sources import load_run_sources
 from rollout.jobs.swe_run import run_swe_rollout, select_tasks
 from rollout.observe.integrity import assess_integrity
-from rollout.sim.config import ScriptedPolicyConfig
-from rollout.sim.scripted_agent import ScriptedSWEAgent, agent_script
+from rollout.standins.config import ScriptedPolicyConfig
+from rollout.standins.scripted_agent import ScriptedSWEAgent, agent_script
 from rollout.trajectories.tokenizer import ByteTokenizer
 from rollout.trajectories.writers import read_jsonl_groups
 from tests.paths import CONFIGS

@@ -31,9 +31,9 @@ from rollout.engines.base import (
 from rollout.engines.sim import build_sim_engine
 from rollout.runtime.agent_loop import AgentLoop
 from rollout.runtime.env_session import EnvSession, EnvSessionError, SampleRef
-from rollout.sim.sessions import SimWorkloadSessions
-from rollout.sim.vtime import run_virtual
-from rollout.sim.workload import SyntheticWorkload
+from rollout.simulation.sessions import SimWorkloadSessions
+from rollout.simulation.vtime import run_virtual
+from rollout.simulation.workload import SyntheticWorkload
 from tests.rollout.fakes import (
     SHORT_WORKLOAD,
     FlakyEngine,

@@ -14,7 +14,7 @@ from rollout.jobs.policies import resolve_policy
 from rollout.jobs.simulation import load_simulation, simulate_policy
 from rollout.observe.run_records import TimeseriesSample
 from rollout.observe.run_summary import RunSummary
-from rollout.sim.vtime import run_virtual
+from rollout.simulation.vtime import run_virtual
 from rollout.trajectories.batch import Batch
 from tests.paths import CONFIGS, EXAMPLES
 from tests.rollout.fakes import SimRollout, build_rollout, train

@@ -16,9 +16,9 @@ from rollout.observe.run_records import StepRecord
 from rollout.runtime.agent_loop import AgentLoop
 from rollout.runtime.config import ConductorConfig, DeadlineConfig
 from rollout.runtime.env_session import SampleRef
-from rollout.sim.sessions import SimWorkloadSessions
-from rollout.sim.vtime import run_virtual
-from rollout.sim.workload import SyntheticWorkload
+from rollout.simulation.sessions import SimWorkloadSessions
+from rollout.simulation.vtime import run_virtual
+from rollout.simulation.workload import SyntheticWorkload
 from rollout.trajectories.batch import Batch
 from tests.rollout.fakes import (
     SHORT_WORKLOAD,

@@ -18,8 +18,8 @@ from rollout.core.predictors.base import SampleContext
 from rollout.core.types import Group
 from rollout.runtime.env_session import SampleRef, TextEnvSession
 from rollout.runtime.pool_sessions import PooledEnv, PoolSessions
-from rollout.sim.sessions import SimWorkloadSessions
-from rollout.sim.workload import SyntheticWorkload
+from rollout.simulation.sessions import SimWorkloadSessions
+from rollout.simulation.workload import SyntheticWorkload
 from rollout.trajectories.tokenizer import ByteTokenizer, ChatPromptBuilder
 from tests.rollout.fakes import workload_config
 

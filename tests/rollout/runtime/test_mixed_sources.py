@@ -24,8 +24,8 @@ from rollout.jobs.policies import resolve_policy
 from rollout.jobs.simulation import load_simulation, simulate_policy
 from rollout.runtime.conductor import Conductor
 from rollout.runtime.env_session import EnvSession, EnvSessionError, SampleRef, SourcedSessions
-from rollout.sim.vtime import run_virtual
-from rollout.sim.workload import RoutedTokenModel, SyntheticWorkload, WorkloadConfig
+from rollout.simulation.vtime import run_virtual
+from rollout.simulation.workload import RoutedTokenModel, SyntheticWorkload, WorkloadConfig
 from rollout.trajectories.batch import Batch
 from rollout.trajectories.builder import TrajectoryBuilder
 from rollout.trajectories.sink import TrajectorySink

@@ -16,7 +16,7 @@ from rollout.engines.sim import SimEngine
 from rollout.jobs.config import SimulateConfig
 from rollout.jobs.policies import resolve_policy
 from rollout.jobs.simulation import load_simulation, simulate_policy
-from rollout.sim.vtime import run_virtual
+from rollout.simulation.vtime import run_virtual
 from tests.paths import CONFIGS
 
 SHORT = str(CONFIGS / "workload" / "short_context.yaml")

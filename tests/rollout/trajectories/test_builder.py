@@ -7,7 +7,8 @@ from dataclasses import replace
 import pytest
 
 from rollout.errors import TrajectoryError
-from rollout.trajectories.builder import Span, TrajectoryBuilder
+from rollout.trajectories.builder import TrajectoryBuilder
+from rollout.trajectories.tokenizer import Span
 
 
 def builder_with_two_turns() -> tuple[TrajectoryBuilder, Span, Span]:

@@ -16,7 +16,7 @@ from aiohttp import web
 from foundation.config import load_config
 from rollout.engines.sim.http_server import SimSGLangServer
 from rollout.jobs.serve_sim import ServeSimConfig, build_sim_server
-from rollout.sim.serving_model import ServingTokenModel
+from rollout.simulation.serving_model import ServingTokenModel
 from tests.paths import CONFIGS
 
 EXTERNAL_URL = os.environ.get("CONDUCTOR_SGLANG_URL", "").rstrip("/")

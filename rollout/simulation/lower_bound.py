@@ -1,0 +1,73 @@
+"""A floor under T_next: the engine time the consumed samples need, whatever the policy.
+
+Every token of a consumed sample must be decoded or prefilled once (`EngineWork`, read off the
+trajectories; a prompt prefix that several samples share is prefilled once,
+`rollout.observe.prompt_sharing`). Summed over a run, the cost
+model (`rollout.engines.sim.cost_model.step_time_s`) gives a time no schedule can beat:
+
+* each forward costs at least `t_fix + max(t_weights, tokens·b_c)`, and the decode steps are at
+  least ``max(decode tokens / slots, Σ L' / KV pool, one sample's decode tokens)`` (a step holds
+  at most `slots` requests and the pool's tokens of context, and decodes one token of a sample),
+  where `L'` is a decoded token's context less the prompt part other samples share (the prefix
+  cache holds that part once for all of them, so only `L'` is the sample's own in the pool),
+  so the fixed part is at least that many steps times
+  `t_fix + t_weights`, or all tokens times `b_c` if that is larger;
+* on top, every token pays `b_tok`, every decoded token `c_dec·L` for the context it reads, and
+  every prefilled chunk `c_pf·n(p + n/2)`, counted once (no recomputation, every prefix cached).
+
+With `engines` identical engines working in parallel, a step round still decodes one token of
+a sample and at most `engines × slots` requests and `engines × pool` tokens of context, while
+the per-token costs split over the engines: the floor is the same sum with the step bound taken
+over the whole cluster and the per-token parts (and `tokens·b_c`) divided by `engines`.
+
+Tool time, queueing and stragglers are left out (they can overlap with other samples' decoding),
+so the floor is loose by design: it says how much of a policy's T_next is engine work at all. A
+run's mean T_next (batch completion times over steps) is at least this floor divided by its
+steps. Pure arithmetic; SIMULATED like everything it bounds.
+"""
+
+from __future__ import annotations
+
+from rollout.engines.sim.cost_model import CostModelConfig
+from rollout.observe.engine_work import EngineWork
+from rollout.simulation.workload import SampleScript
+
+__all__ = ["engine_floor_s", "script_tokens"]
+
+
+def script_tokens(script: SampleScript) -> int:
+    """A sample's planned final context (prompt, outputs and observations of its script)."""
+    return len(script.prompt_ids) + sum(
+        t.output_tokens + t.observation_tokens for t in script.turns
+    )
+
+
+def engine_floor_s(
+    work: EngineWork,
+    cost: CostModelConfig,
+    *,
+    kv_pool_tokens: int,
+    slots: int,
+    engines: int = 1,
+) -> float:
+    """Seconds of engine time `work` needs at least on `engines` engines of `slots` slots and
+    `kv_pool_tokens` each (see the module docstring)."""
+    if engines < 1:
+        raise ValueError(f"the floor needs at least one engine, got {engines}")
+    tokens = work.decode_tokens + work.prefill_tokens
+    if tokens == 0:
+        return 0.0
+    decode_steps = max(
+        work.decode_tokens / max(1, slots * engines),
+        (work.decode_context_tokens - work.decode_shared_context_tokens)
+        / max(1, kv_pool_tokens * engines),
+        work.longest_decode_tokens,
+    )
+    fixed = max(decode_steps * (cost.t_fix_s + cost.t_weights_s), tokens * cost.b_c_s / engines)
+    # Term by term (x / 1 == x exactly), so one engine gives the single-engine sum bit for bit.
+    return (
+        fixed
+        + cost.b_tok_s * tokens / engines
+        + cost.c_dec_s * work.decode_context_tokens / engines
+        + cost.c_pf_s * work.prefill_attention / engines
+    )
