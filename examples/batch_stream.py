@@ -7,8 +7,7 @@ repository root: `.venv/bin/python examples/batch_stream.py`
 import contextlib
 from pathlib import Path
 
-from foundation.config import load_config
-from rollout import SimulateConfig, load_simulation, resolve_policy
+from rollout import plan_simulation, resolve_policy
 from rollout.core.config import TrainerApiConfig
 from rollout.jobs.simulation import simulated_conductor
 from rollout.simulation.vtime import run_virtual
@@ -18,7 +17,7 @@ CONFIG = Path(__file__).resolve().parents[1] / "configs" / "simulate" / "short_c
 
 
 async def main(steps: int = 2) -> None:
-    simulation = load_simulation(load_config(SimulateConfig, CONFIG), CONFIG.parent)
+    simulation = plan_simulation(CONFIG)
     async with (
         simulated_conductor(simulation, resolve_policy("conductor")) as conductor,
         contextlib.aclosing(conductor.batches()) as batches,

@@ -9,8 +9,7 @@ root: `.venv/bin/python examples/trainer_adapters.py`
 import contextlib
 from pathlib import Path
 
-from foundation.config import load_config
-from rollout import SimulateConfig, load_simulation, resolve_policy
+from rollout import plan_simulation, resolve_policy
 from rollout.jobs.simulation import simulated_conductor
 from rollout.simulation.vtime import run_virtual
 from rollout.trajectories.adapters import (
@@ -25,7 +24,7 @@ CONFIG = Path(__file__).resolve().parents[1] / "configs" / "simulate" / "short_c
 
 
 async def main() -> None:
-    simulation = load_simulation(load_config(SimulateConfig, CONFIG), CONFIG.parent)
+    simulation = plan_simulation(CONFIG)
     async with (
         simulated_conductor(simulation, resolve_policy("conductor")) as conductor,
         contextlib.aclosing(conductor.batches()) as batches,

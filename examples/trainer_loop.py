@@ -17,21 +17,13 @@ from pathlib import Path
 
 import torch
 
-from foundation.clock import LoopClock
-from foundation.config import load_config
-from harness.events import EventBus
-from rollout.core.config import RolloutConfig, TrainerApiConfig
-from rollout.engines.sim import ServedModelConfig, SimEngineConfig
-from rollout.jobs.config import shape_rollout
-from rollout.jobs.policies import resolve_policy
-from rollout.runtime.conductor import Conductor
-from rollout.runtime.config import AgentLoopConfig, ConductorConfig
-from rollout.simulation.setup import build_sim_stack
+from rollout import plan_simulation, resolve_policy
+from rollout.core.config import TrainerApiConfig
+from rollout.jobs.simulation import simulated_conductor
 from rollout.simulation.vtime import run_virtual
-from rollout.simulation.workload import WorkloadConfig
 from rollout.trajectories.tokenizer import ByteTokenizer
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+CONFIG = Path(__file__).resolve().parents[1] / "configs" / "simulate" / "short_context.yaml"
 VOCAB = 512  # a small synthetic vocabulary keeps the toy policy's logits small
 CLIP = 0.2  # PPO ratio clip
 
@@ -61,42 +53,22 @@ def ppo_loss(policy: ToyPolicy, batch: object) -> torch.Tensor:
 
 
 async def train(steps: int) -> list[float]:
-    workload = load_config(
-        WorkloadConfig,
-        CONFIGS / "workload" / "short_context.yaml",
-        ["group_size=4", f"vocab_size={VOCAB}", f"eos_token_id={VOCAB - 1}",
-         f"distinct_token_ids={VOCAB - 1}", "turns.median=3"],
+    # The plan resolves every setting once: the config, these overrides (a dotted key walks
+    # into the file a setting names), B, K and the seed.
+    simulation = plan_simulation(
+        CONFIG,
+        ["groups_per_step=2", "group_size=4", "conductor.timeseries_interval_s=0",
+         f"workload.vocab_size={VOCAB}", f"workload.eos_token_id={VOCAB - 1}",
+         f"workload.distinct_token_ids={VOCAB - 1}", "workload.turns.median=3"],
     )  # fmt: skip
-    model = load_config(ServedModelConfig, CONFIGS / "model" / "qwen3_8b_h200.yaml")
-    engine = load_config(SimEngineConfig, CONFIGS / "engine" / "sim.yaml")
-    rollout = shape_rollout(
-        load_config(RolloutConfig, CONFIGS / "rollout" / "default.yaml"),
-        groups_per_step=2,
-        group_size=4,
-        async_factor=2,
-        seed=0,
-    )
-    policy_config = resolve_policy("conductor")
-    bus, clock = EventBus(), LoopClock()
-    stack = build_sim_stack(
-        policy_config, workload=workload, seed=0, engine=engine, model=model, bus=bus, clock=clock
-    )
-    conductor = Conductor(
-        rollout=rollout,
-        policy=policy_config,
-        agent_loop=AgentLoopConfig(max_new_tokens=workload.max_new_tokens),
-        config=ConductorConfig(timeseries_interval_s=0),
-        engines=[stack.engine],
-        sessions=stack.sessions,
-        num_prompts=workload.num_groups,
-        bus=bus,
-        clock=clock,
-    )
     policy = ToyPolicy(VOCAB)
     optimizer = torch.optim.Adam(policy.parameters(), lr=1e-3)
     trainer_api = TrainerApiConfig(pad_token_id=0)
     losses: list[float] = []
-    async with conductor, contextlib.aclosing(conductor.batches()) as batches:
+    async with (
+        simulated_conductor(simulation, resolve_policy("conductor")) as conductor,
+        contextlib.aclosing(conductor.batches()) as batches,
+    ):
         async for batch in batches:
             tensors = batch.train_batch(trainer_api, ByteTokenizer())
             loss = ppo_loss(policy, tensors)
@@ -108,12 +80,11 @@ async def train(steps: int) -> list[float]:
                 f"step {batch.step}: {tensors.num_rows} rows × {tensors.input_ids.shape[1]} "
                 f"tokens, staleness {batch.staleness()}, mean reward "
                 f"{batch.rewards_mean()}, loss {losses[-1]:+.4f} "
-                f"(t = {clock.now():.0f} s simulated)"
+                f"(t = {conductor.clock.now():.0f} s simulated)"
             )
             await conductor.update_weights(batch.policy_version + 1)
             if batch.step == steps:
                 break
-    await stack.engine.aclose()
     return losses
 
 

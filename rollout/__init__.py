@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     from rollout.errors import RolloutError
     from rollout.jobs.config import RunConfig, SimulateConfig
     from rollout.jobs.policies import builtin_policies, resolve_policy
-    from rollout.jobs.simulation import load_simulation, simulate_policy
+    from rollout.jobs.simulation import simulate_policy
+    from rollout.jobs.simulation_plan import load_simulation, plan_simulation
     from rollout.observe.recorder import RunRecorder
     from rollout.observe.run_summary import RunSummary
     from rollout.runtime.agent_loop import AgentLoop
@@ -98,6 +99,7 @@ __all__ = [
     "Turn",
     "builtin_policies",
     "load_simulation",
+    "plan_simulation",
     "resolve_policy",
     "simulate_policy",
 ]
@@ -141,7 +143,8 @@ _HOMES = {
     "TrajectorySink": "rollout.trajectories.sink",
     "Turn": "rollout.core.types",
     "builtin_policies": "rollout.jobs.policies",
-    "load_simulation": "rollout.jobs.simulation",
+    "load_simulation": "rollout.jobs.simulation_plan",
+    "plan_simulation": "rollout.jobs.simulation_plan",
     "resolve_policy": "rollout.jobs.policies",
     "simulate_policy": "rollout.jobs.simulation",
 }

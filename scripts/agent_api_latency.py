@@ -30,7 +30,8 @@ from foundation.config import load_config  # noqa: E402
 from rollout.agent_api import AgentContext  # noqa: E402
 from rollout.cli.run import DEFAULT_RUN_CONFIG  # noqa: E402
 from rollout.jobs.config import RunConfig  # noqa: E402
-from rollout.jobs.swe_run import run_swe_rollout  # noqa: E402
+from rollout.jobs.run_job import run_job  # noqa: E402
+from rollout.jobs.run_plan import plan_run_config  # noqa: E402
 
 ADDED_S: list[tuple[int, float]] = []  # (call index, seconds added)
 PROMPT_CHARS = [0]  # the size of the opening messages the agents got (for the floor)
@@ -109,7 +110,7 @@ async def main(agents: int) -> None:
     )  # fmt: skip
     with tempfile.TemporaryDirectory() as out:
         started = time.monotonic()
-        await run_swe_rollout(config, DEFAULT_RUN_CONFIG.parent, Path(out) / "run")
+        await run_job(plan_run_config(config, DEFAULT_RUN_CONFIG.parent), Path(out) / "run")
         elapsed = time.monotonic() - started
     print(
         f"{agents} agents at once, {len(ADDED_S)} chat calls in {elapsed:.1f} s (simulated "

@@ -8,8 +8,7 @@ examples/batch_stream.py) or read a run directory's trajectories.jsonl with
 import contextlib
 from pathlib import Path
 
-from foundation.config import load_config
-from rollout import SimulateConfig, load_simulation, resolve_policy
+from rollout import plan_simulation, resolve_policy
 from rollout.jobs.simulation import simulated_conductor
 from rollout.simulation.vtime import run_virtual
 from rollout.trajectories.batch import Batch
@@ -22,8 +21,7 @@ def first_batch(*overrides: str) -> Batch:
     `key=value` settings of the simulation (e.g. a smaller workload vocabulary)."""
 
     async def take() -> Batch:
-        config = load_config(SimulateConfig, CONFIG, list(overrides))
-        simulation = load_simulation(config, CONFIG.parent)
+        simulation = plan_simulation(CONFIG, list(overrides))
         async with (
             simulated_conductor(simulation, resolve_policy("conductor")) as conductor,
             contextlib.aclosing(conductor.batches()) as batches,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import NoReturn
 
@@ -20,12 +21,17 @@ def fail(message: str, *, exit_code: int = 1) -> NoReturn:
     raise typer.Exit(exit_code)
 
 
+_OVERRIDE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*=")
+
+
 def config_and_overrides(
     config: Path, overrides: list[str] | None, default: Path
 ) -> tuple[Path, list[str]]:
     """`conductor CMD key=value` means the default config with that override: a first
-    argument that holds `=` and names no file is an override, not a config path."""
+    argument that starts with a dotted key and `=` (`tasks_file=/data/x.jsonl`,
+    `pool.act_slots=4`) and names no file is an override, not a config path."""
     rest = list(overrides or [])
-    if config != default and "=" in config.name and not config.exists():
-        return default, [str(config), *rest]
+    text = str(config)
+    if config != default and _OVERRIDE_KEY.match(text) and not config.exists():
+        return default, [text, *rest]
     return config, rest

@@ -19,9 +19,7 @@ from pydantic import ValidationError
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from foundation.config import load_config
-from harness.errors import HarnessError
-from rollout.agent_api.loading import load_agent
+from foundation.errors import ConductorError
 from rollout.cli.console import config_and_overrides, console, fail
 from rollout.cli.run_dirs import new_run_dir
 from rollout.cli.shutdown import Interrupted, run_until_signal
@@ -34,8 +32,8 @@ from rollout.jobs.checkpoint import (
     write_resume_info,
 )
 from rollout.jobs.config import RunConfig
-from rollout.jobs.policies import UnknownPolicyError
-from rollout.jobs.swe_run import SWERunResult, run_swe_rollout
+from rollout.jobs.run_job import RunResult, run_job
+from rollout.jobs.run_plan import RunPlan, plan_run, plan_run_config
 from rollout.trajectories.batch import Batch
 
 __all__ = ["run"]
@@ -46,7 +44,10 @@ DEFAULT_RUN_CONFIG = Path(__file__).parents[2] / "configs/run/default.yaml"
 def run(
     config: Path = typer.Argument(DEFAULT_RUN_CONFIG, help="run config (YAML)"),
     overrides: list[str] = typer.Argument(
-        None, help="key=value overrides, e.g. steps=2 group_size=2 policy=sync"
+        None,
+        help="key=value overrides of any setting, e.g. steps=2 group_size=2 policy=sync "
+        "pool.act_slots=4 engine.max_running_requests=8 (a dotted key walks into the file a "
+        "setting names)",
     ),
     out: Path | None = typer.Option(None, help="parent of the run directory (default: out_dir)"),
     report: bool = typer.Option(True, help="write metrics.json and report.md in the run dir"),
@@ -66,42 +67,75 @@ def run(
     ),
 ) -> None:
     """SWE rollouts in real sandboxes for a few training steps: scripted agents on the simulated
-    engine (default), or SGLang servers over HTTP (configs/run/sglang.yaml)."""
-    checkpoint: Checkpoint | None = None
+    engine (default), or SGLang servers over HTTP (configs/run/sglang.yaml). Every setting is
+    resolved and checked before anything starts; the run directory keeps them all, each with
+    its origin, in effective_config.yaml."""
     if resume is not None:
         if overrides or config != DEFAULT_RUN_CONFIG:
             fail("--resume takes the config the run started with; give no config or overrides")
-        try:
-            settings, base_dir, checkpoint = _resume_settings(resume)
-        except (HarnessError, RolloutError) as exc:
-            fail(str(exc))
-        run_dir = resume
-        done = 0 if checkpoint is None else checkpoint.steps_done
-        if done >= settings.steps:
-            console.print(f"{run_dir} is complete: {done} of {settings.steps} steps")
+        plan, run_dir, checkpoint = _resumed(resume)
+        if plan is None:
             return
-        console.print(f"resuming {run_dir} after step {done} of {settings.steps}")
     else:
-        config, extra = config_and_overrides(config, overrides, DEFAULT_RUN_CONFIG)
-        base_dir = config.resolve().parent
-        try:
-            settings = load_config(RunConfig, config, extra)
-            if settings.agent_api.agent:  # a wrong agent spec fails before any run directory
-                load_agent(settings.agent_api.agent, base_dir)
-        except HarnessError as exc:
-            fail(str(exc))
-        run_dir = new_run_dir(out or Path(settings.out_dir))
-        write_resume_info(run_dir, settings.model_dump(mode="json"), base_dir)
+        plan, checkpoint = _planned(config, overrides), None
+        run_dir = new_run_dir(out or Path(plan.config.out_dir))
+        write_resume_info(run_dir, plan.config.model_dump(mode="json"), plan.base_dir)
+    for note in plan.notes:
+        console.print(f"[yellow]note:[/] {note}")
+    if metrics_port:
+        console.print(f"health metrics: http://127.0.0.1:{metrics_port}/metrics")
+    result = _run_with_progress(plan, run_dir, checkpoint, metrics_port, report)
+    if report:
+        _write_report(run_dir)
+    console.print(_steps_table(result, plan))
+    _print_totals(result)
+
+
+def _planned(config: Path, overrides: list[str] | None) -> RunPlan:
+    """The run's plan: every setting resolved and checked (before any run directory)."""
+    config, extra = config_and_overrides(config, overrides, DEFAULT_RUN_CONFIG)
+    try:
+        plan = plan_run(config, extra)
+        probe = getattr(plan.backend, "probe", None)
+        if probe is not None:  # an engine that does not answer fails here, in seconds
+            probe(plan.engine)
+    except ConductorError as exc:
+        fail(str(exc))
+    return plan
+
+
+def _resumed(run_dir: Path) -> tuple[RunPlan | None, Path, Checkpoint | None]:
+    """The plan of the run in `run_dir`, cut back to its last checkpoint; None when the run
+    is already complete."""
+    try:
+        settings, base_dir, checkpoint = _resume_settings(run_dir)
+        plan = plan_run_config(settings, base_dir)
+    except ConductorError as exc:
+        fail(str(exc))
+    done = 0 if checkpoint is None else checkpoint.steps_done
+    if done >= settings.steps:
+        console.print(f"{run_dir} is complete: {done} of {settings.steps} steps")
+        return None, run_dir, checkpoint
+    console.print(f"resuming {run_dir} after step {done} of {settings.steps}")
+    return plan, run_dir, checkpoint
+
+
+def _run_with_progress(
+    plan: RunPlan,
+    run_dir: Path,
+    checkpoint: Checkpoint | None,
+    metrics_port: int,
+    report: bool,
+) -> RunResult:
+    """The run under a progress bar; a signal or a known failure ends it with one line."""
 
     def announce(backend: str) -> None:
         if backend != "docker":
             console.print("[yellow]no Docker engine: using the local sandbox (NOT isolated)[/]")
 
-    if metrics_port:
-        console.print(f"health metrics: http://127.0.0.1:{metrics_port}/metrics")
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
     with Progress(*columns, TimeElapsedColumn(), console=console) as progress:
-        bar = progress.add_task("training steps", total=settings.steps)
+        bar = progress.add_task("training steps", total=plan.config.steps)
         progress.update(bar, completed=0 if checkpoint is None else checkpoint.steps_done)
 
         def advance(batch: Batch) -> None:
@@ -116,10 +150,9 @@ def run(
             )
 
         try:
-            result = run_until_signal(
-                lambda: run_swe_rollout(
-                    settings,
-                    base_dir,
+            return run_until_signal(
+                lambda: run_job(
+                    plan,
                     run_dir,
                     on_batch=advance,
                     on_backend=announce,
@@ -136,15 +169,11 @@ def run(
             if report:
                 _write_report(run_dir)
             raise typer.Exit(stopped.exit_code) from None
-        except (HarnessError, RolloutError, UnknownPolicyError) as exc:
+        except ConductorError as exc:
             with contextlib.suppress(OSError):
                 run_dir.rmdir()  # only if nothing was written into it
             hint = f"; continue it with `conductor run --resume {run_dir}`"
             fail(f"{exc}{hint if run_dir.exists() else ''}")
-    if report:
-        _write_report(run_dir)
-    console.print(_steps_table(result, settings))
-    _print_totals(result)
 
 
 def _resume_settings(run_dir: Path) -> tuple[RunConfig, Path, Checkpoint | None]:
@@ -160,11 +189,17 @@ def _resume_settings(run_dir: Path) -> tuple[RunConfig, Path, Checkpoint | None]
     return settings, base_dir, checkpoint
 
 
-def _steps_table(result: SWERunResult, settings: RunConfig) -> Table:
+def _steps_table(result: RunResult, plan: RunPlan) -> Table:
+    settings = plan.config
+    engine = (
+        "simulated engine (wall clock)"
+        if plan.backend.needs_token_model
+        else f"{plan.backend.name} engine"
+    )
     table = Table(
         title=(
-            f"conductor run: policy {settings.policy}, B={settings.groups_per_step}, "
-            f"K={settings.group_size}, {result.backend} sandboxes, simulated engine (wall clock)"
+            f"conductor run: policy {plan.policy.name}, B={settings.groups_per_step}, "
+            f"K={settings.group_size}, {result.backend} sandboxes, {engine}"
         )
     )
     for column in ("step", "T_next", "trainer wait", "staleness", "mean reward", "rewards"):
@@ -191,7 +226,7 @@ def _reward_text(reward: float | None, infra_error: str | None) -> str:
     return "?" if reward is None else f"{reward:g}"
 
 
-def _print_totals(result: SWERunResult) -> None:
+def _print_totals(result: RunResult) -> None:
     summary = result.summary
     console.print(
         f"{len(result.batches)} steps in {result.elapsed_s:.1f} s; mean T_next "

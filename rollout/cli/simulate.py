@@ -24,14 +24,12 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from foundation.config import load_config
-from foundation.errors import ConfigError
-from rollout.cli.console import console, fail
+from foundation.errors import ConductorError
+from rollout.cli.console import config_and_overrides, console, fail
 from rollout.cli.run_dirs import new_run_dir
 from rollout.errors import RolloutError
-from rollout.jobs.config import SimulateConfig
-from rollout.jobs.policies import UnknownPolicyError, resolve_policy_spec
-from rollout.jobs.simulation import PolicyRun, Simulation, load_simulation, simulate_policy
+from rollout.jobs.simulation import PolicyRun, simulate_policy
+from rollout.jobs.simulation_plan import Simulation, plan_simulation
 from rollout.observe.run_summary import RunSummary
 from rollout.simulation.vtime import run_virtual
 from rollout.trajectories.batch import Batch
@@ -59,12 +57,12 @@ def simulate(
     ),
 ) -> None:
     """Compare rollout policies on one simulated workload (virtual time, same seed)."""
+    config, extra = config_and_overrides(config, overrides, DEFAULT_SIMULATE_CONFIG)
     try:
-        settings = load_config(SimulateConfig, config, overrides or [])
-        simulation = load_simulation(settings, config.resolve().parent)
-        policies = [resolve_policy_spec(spec) for spec in settings.policies]
-    except (ConfigError, UnknownPolicyError) as exc:
+        simulation = plan_simulation(config, extra)
+    except ConductorError as exc:
         fail(str(exc))
+    settings, policies = simulation.config, simulation.policies
     root = new_run_dir(out or Path(settings.out_dir))
     console.print(_cost_model_text(simulation))
     if metrics_port:

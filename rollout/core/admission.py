@@ -61,7 +61,7 @@ class AdmissionController:
 
     >>> from rollout.core.config import AdmissionConfig
     >>> ctl = AdmissionController(
-    ...     AdmissionConfig(groups_per_batch=2, async_factor=1, shuffle=False), num_prompts=10
+    ...     AdmissionConfig(groups_per_step=2, async_factor=1, shuffle=False), num_prompts=10
     ... )
     >>> [group.prompt_index for group in ctl.admit()]
     [0, 1]
@@ -136,7 +136,7 @@ class AdmissionController:
     def admission_limit(self) -> int:
         """``(k + async_factor) × B``: the most groups that may have been admitted at this step."""
         config = self._config
-        return (self._training_step + config.async_factor) * config.groups_per_batch
+        return (self._training_step + config.async_factor) * config.groups_per_step
 
     def quota(self) -> int:
         """How many *new* groups may be admitted now (re-admissions need no quota)."""

@@ -41,7 +41,7 @@ AsyncFactor = Annotated[int, AfterValidator(_on_policy_at_zero)]
 class AdmissionConfig(FrozenConfig):
     """The staleness bound and the prompt order."""
 
-    groups_per_batch: int = Field(
+    groups_per_step: int = Field(
         default=8, ge=1, description="B: groups the trainer consumes per training step (groups)."
     )
     group_size: int = Field(

@@ -148,7 +148,7 @@ def assign_priorities(
     rest come before the others. Critical: every overdue group, plus the first others until
     ``D = B − ready_groups`` groups are critical.
     """
-    demand = max(0, admission.groups_per_batch - ready_groups)
+    demand = max(0, admission.groups_per_step - ready_groups)
     costs = {group.group_id: group.closure_cost_s for group in groups}
 
     def is_overdue(group: GroupStatus) -> bool:
@@ -317,7 +317,7 @@ class CriticalGroupTracker:
                 self._last = (training_step, fresh)
             return self._last[1]
         admission, priority = self._admission, self._priority
-        demand = max(0, admission.groups_per_batch - len(self._ready))
+        demand = max(0, admission.groups_per_step - len(self._ready))
         # Overdue: training_step >= admitted_step + async_factor - 1 - margin (assign_priorities).
         last_overdue_step = (
             training_step - admission.async_factor + 1 + priority.deadline_margin_steps

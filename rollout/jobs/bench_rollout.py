@@ -33,9 +33,11 @@ from pathlib import Path
 
 from foundation.config import load_config
 from rollout.jobs.config import SimulateConfig
-from rollout.jobs.policies import resolve_policy_spec
-from rollout.jobs.simulation import Simulation, load_simulation, simulate_policy
+from rollout.jobs.policies import default_policy_registry
+from rollout.jobs.simulation import simulate_policy
+from rollout.jobs.simulation_plan import Simulation, plan_simulation
 from rollout.observe.run_summary import RunSummary
+from rollout.runtime.policy import RolloutPolicy
 from rollout.simulation.vtime import run_virtual
 
 __all__ = [
@@ -217,19 +219,16 @@ def run_seeds(
     `record_dir`, the first seed's runs are recorded there (module doc)."""
     if not seeds:
         raise ValueError("give at least one seed")
-    base_dir = config_path.resolve().parent
     per_policy: dict[str, list[RunSummary]] = {}
     recorded: dict[str, Path] = {}
     for index, seed in enumerate(seeds):
-        settings = load_config(SimulateConfig, config_path, [*overrides, f"seed={seed}"])
-        shared = load_simulation(settings, base_dir)  # every listed policy runs on it
-        runs = [(resolve_policy_spec(spec), shared) for spec in settings.policies]
+        shared = plan_simulation(config_path, [*overrides, f"seed={seed}"])  # every policy's
+        runs: list[tuple[RolloutPolicy, Simulation]] = [
+            (policy, shared) for policy in shared.policies
+        ]
         for variant in variants:
-            tuned = load_config(
-                SimulateConfig, config_path, [*overrides, *variant.overrides, f"seed={seed}"]
-            )
-            policy = resolve_policy_spec(variant.policy).model_copy(update={"name": variant.label})
-            runs.append((policy, load_simulation(tuned, base_dir)))
+            tuned = plan_simulation(config_path, [*overrides, *variant.overrides, f"seed={seed}"])
+            runs.append((_variant_policy(tuned, variant), tuned))
         for policy, simulation in runs:
             progress(f"seed {seed}: {policy.name}")
             run_dir = None
@@ -246,6 +245,16 @@ def run_seeds(
         SeedSpread(name, tuple(summaries), recorded.get(name))
         for name, summaries in per_policy.items()
     ]
+
+
+def _variant_policy(simulation: Simulation, variant: Variant) -> RolloutPolicy:
+    """The policy a variant tunes (one of the config's own, else any the registry knows),
+    under the variant's label."""
+    named = {policy.name: policy for policy in simulation.policies}
+    policy = named.get(variant.policy) or default_policy_registry().resolve(
+        variant.policy, simulation.base_dir
+    )
+    return policy.renamed(variant.label)
 
 
 COLUMNS = ("policy", "T_next", "÷ ours", "counts", "÷ floor", "length bias", "p90 length bias",
@@ -341,15 +350,14 @@ def run_weak_scaling(
     returns the unscaled per-engine unit (for its cost model and notes) and one row per size."""
     if not engine_counts:
         raise ValueError("give at least one cluster size (engines), e.g. 1,8,64")
-    base_dir = config_path.resolve().parent
     base = load_config(SimulateConfig, config_path, list(overrides))
     rows: list[WeakScalingRow] = []
     for engines in engine_counts:
         scaled = [*overrides, *weak_scaling_overrides(base, engines)]
-        simulation = load_simulation(load_config(SimulateConfig, config_path, scaled), base_dir)
+        simulation = plan_simulation(config_path, scaled)
         cluster = simulation.config.cluster
         progress(f"{cluster.engines} engines, {cluster.env_nodes} env nodes")
-        policy = resolve_policy_spec(simulation.config.policies[0])
+        policy = simulation.policies[0]
         started = time.perf_counter()
         run = run_virtual(simulate_policy(simulation, policy))
         wall_s = time.perf_counter() - started
@@ -367,7 +375,7 @@ def run_weak_scaling(
                 wall_s=wall_s,
             )
         )
-    return load_simulation(base, base_dir), rows
+    return plan_simulation(config_path, list(overrides)), rows
 
 
 WEAK_SCALING_COLUMNS = ("engines", "env nodes", "B", "samples", "T_next mean", "÷ 1st",
@@ -429,5 +437,5 @@ def weak_scaling_notes(simulation: Simulation) -> list[str]:
         f"start_s {node.start_s:g} s, act_slots {node.act_slots}); workload "
         f"{simulation.workload.name}, {config.steps} steps, async_factor {config.async_factor}, "
         f"train_time_s {config.trainer.train_time_s:g}, seed {config.seed}, policy "
-        f"{resolve_policy_spec(config.policies[0]).name}.",
+        f"{simulation.policies[0].name}.",
     ]

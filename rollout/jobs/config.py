@@ -17,10 +17,9 @@ from envs.swe.datasets import DatasetConfig
 from envs.swe.tool_formats import ToolFormat
 from foundation.config import ConfigRef, FrozenConfig
 from rollout.agent_api.config import AgentApiConfig
-from rollout.core.config import AsyncFactor, RolloutConfig
+from rollout.core.config import AsyncFactor
 from rollout.core.sources import TaskSourceConfig
 from rollout.engines.faults import EngineFaultConfig
-from rollout.jobs.policies import resolve_policy_spec
 from rollout.runtime.config import AgentLoopConfig, ConductorConfig
 from rollout.simulation.config import ClusterConfig
 from rollout.standins.config import ScriptedPolicyConfig, TrainerSimConfig
@@ -30,7 +29,6 @@ __all__ = [
     "RunSourceConfig",
     "SimTaskSourceConfig",
     "SimulateConfig",
-    "shape_rollout",
 ]
 
 
@@ -51,19 +49,10 @@ class SimulateConfig(FrozenConfig):
     policies: tuple[str | dict[str, Any], ...] = Field(
         default=("conductor", "sync", "traj_async"),
         min_length=1,
-        description="Policies to compare: preset names (rollout.jobs.policies) or derived "
-        "ones, {name: x, base: conductor, <flag>: value}; the first is 'ours' in ratios.",
+        description="Policies to compare: preset names (rollout.jobs.policies), derived "
+        "ones ({name: x, base: conductor, <flag>: value}) or your own (package.module:name); "
+        "the first is 'ours' in ratios.",
     )
-
-    @field_validator("policies")
-    @classmethod
-    def _policies_resolve(
-        cls, policies: tuple[str | dict[str, Any], ...]
-    ) -> tuple[str | dict[str, Any], ...]:
-        names = [resolve_policy_spec(spec).name for spec in policies]  # raises on a bad one
-        if len(set(names)) != len(names):
-            raise ValueError(f"policy names repeat: {names}")
-        return policies
 
     groups_per_step: int = Field(default=4, ge=1, description="B: groups per training step.")
     group_size: int = Field(default=4, ge=1, description="K: samples per group.")
@@ -128,11 +117,32 @@ class RunSourceConfig(TaskSourceConfig):
     """A task source of `conductor run`: a `TaskSourceConfig` and the env it plays, with its own
     system prompt, chat template and tool format (rollout/jobs/run_sources.py builds it)."""
 
-    env: Literal["swe", "example"] = Field(
+    env: str = Field(
         default="swe",
-        description="swe: SWE tasks (`task_ids` of `tasks_file`, else the shipped set); "
-        "example: the example env (envs/example: write a reversed word into a file), one "
-        "prompt per word.",
+        min_length=1,
+        description="The env the source plays (rollout/jobs/env_sources.py): swe (SWE tasks: "
+        "`task_ids` of `tasks_file`, else the shipped set); example (the example env of "
+        "envs/example: write a reversed word into a file, one prompt per word); or your own "
+        "as package.module:MyEnv or path/to/file.py:make_env (an AgentEnv class, or a function "
+        "of the leased SandboxHandle returning one).",
+    )
+    num_prompts: int = Field(
+        default=0,
+        ge=0,
+        description="Your env / example: how many prompts it holds (each reset gets the "
+        "options {'task': i}); 0 = the example's words, or 1 for your env. SWE sources hold "
+        "their tasks (prompts).",
+    )
+    image: str = Field(
+        default="",
+        description="Your env: the Docker image its sandbox runs; empty = the offline base "
+        "image (Python, git, bash).",
+    )
+    script: tuple[str, ...] = Field(
+        default=(),
+        description="Your env under the simulated engine: the turns the scripted agent plays "
+        "for each sample (each is the model's whole reply; the last repeats if the episode "
+        "goes on); empty = scripted.actions. A served model (sglang) needs none.",
     )
     task_ids: tuple[str, ...] = Field(
         default=(), description="swe: tasks to use, by instance id; empty = all of them."
@@ -180,6 +190,11 @@ class RunSourceConfig(TaskSourceConfig):
                 f"task source {self.name!r}: task_ids and tasks_file are for env: swe, not "
                 f"env: {self.env} (its prompts are its words)"
             )
+        if self.env == "swe" and (self.num_prompts or self.image or self.script):
+            raise ValueError(
+                f"task source {self.name!r}: num_prompts, image and script are for the example "
+                "env and your own envs; a SWE source's prompts are its tasks"
+            )
         if (self.chat_template == "file") != bool(self.chat_template_file):
             raise ValueError(
                 f"task source {self.name!r}: chat_template: file and chat_template_file go "
@@ -224,19 +239,23 @@ class RunConfig(FrozenConfig):
         "(transformers format; relative paths from the working dir); empty: the byte "
         "tokenizer with ChatML that the simulated default and serve-sim use.",
     )
-    engine_backend: Literal["sim", "sglang"] = Field(
+    engine_backend: str = Field(
         default="sim",
-        description="sim: the in-process simulated engine with scripted SWE agents (`model` "
-        "and `engine`); sglang: SGLang servers over HTTP (`sglang`), whose model writes the "
-        "turns (for example `conductor serve-sim`, or a real model: docs/sglang.md).",
+        min_length=1,
+        description="The engines (rollout/engines/registry.py): sim, the in-process simulated "
+        "engine with scripted agents (`model` and `engine`: configs/engine/sim.yaml); sglang, "
+        "SGLang servers over HTTP whose model writes the turns (`engine`: "
+        "configs/engine/sglang.yaml; for example `conductor serve-sim`, or a real model: "
+        "docs/sglang.md); or your own as package.module:name.",
     )
-    model: ConfigRef = Field(
-        description="Served model and cost model of the sim backend (configs/model/*.yaml)."
-    )
-    engine: ConfigRef = Field(description="The sim backend's engine (configs/engine/sim.yaml).")
-    sglang: ConfigRef | None = Field(
+    model: ConfigRef | None = Field(
         default=None,
-        description="The SGLang client (configs/engine/sglang.yaml) of the sglang backend.",
+        description="Served model and cost model (configs/model/*.yaml): read by the sim "
+        "backend only.",
+    )
+    engine: ConfigRef = Field(
+        description="The engine backend's own settings: configs/engine/sim.yaml for sim, "
+        "configs/engine/sglang.yaml (the client's endpoints and timeouts) for sglang."
     )
     rollout: ConfigRef = Field(description="Rollout cores (configs/rollout/default.yaml).")
     pool: ConfigRef = Field(description="Env pool and sandbox backend (configs/pool/*.yaml).")
@@ -291,27 +310,3 @@ class RunConfig(FrozenConfig):
                 "(chat_template: model or file): set tokenizer_path"
             )
         return self
-
-    @model_validator(mode="after")
-    def _backend_configured(self) -> Self:
-        if self.engine_backend == "sglang" and self.sglang is None:
-            raise ValueError(
-                "engine_backend: sglang needs `sglang: {path: ../engine/sglang.yaml}` (the "
-                "client's endpoints and timeouts); see configs/run/sglang.yaml"
-            )
-        return self
-
-
-def shape_rollout(
-    rollout: RolloutConfig, *, groups_per_step: int, group_size: int, async_factor: int, seed: int
-) -> RolloutConfig:
-    """`rollout` with a run's batch shape (B, K), staleness bound and seed in its admission."""
-    admission = rollout.admission.model_copy(
-        update={
-            "groups_per_batch": groups_per_step,
-            "group_size": group_size,
-            "async_factor": async_factor,
-            "seed": seed,
-        }
-    )
-    return rollout.model_copy(update={"admission": admission})

@@ -1,4 +1,4 @@
-"""The rollout policies and baselines, as presets of one conductor's flags (DESIGN.md §5).
+"""The rollout policies and baselines: a registry of `RolloutPolicy` objects (DESIGN.md §5).
 
 Every policy runs the same conductor, engine simulator, workload and seed; only the flags of
 `PolicyConfig` differ, so a comparison measures the policy and nothing else:
@@ -30,37 +30,145 @@ groups), `no_preemption`, `no_kv_hints` (priority KV and its session hints: LRU 
 `no_live_gate`, `no_kv_residency` (the per-turn device-KV check and KV-pressure preemption of
 rollout/core/kv_residency.py).
 
-A run names presets, or derives its own with `resolve_policy_spec`: a mapping with a `name`, a
-`base` preset (default `conductor`) and any `PolicyConfig` flags to change, for example
-`{name: gate_half, base: conductor, live_kv_budget: 0.5}`.
+A run names a policy in one of three ways (`PolicyRegistry.resolve`):
+
+* a registered name (the presets above, or one you `register`);
+* a derived policy: a mapping with a `name`, a `base` (default `conductor`) and any
+  `PolicyConfig` flags to change, e.g. `{name: gate_half, base: conductor, live_kv_budget: 0.5}`;
+* your own, by dotted path: `package.module:name` or `path/to/file.py:name`, naming a
+  `RolloutPolicy` (usually a subclass overriding `live_limit`) or a function of no arguments
+  that returns one (docs/design.md, "Add a policy").
+
+There is no global registry: `default_policy_registry()` builds a fresh one with the presets.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
-from types import MappingProxyType
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from foundation.errors import ConfigError
+from foundation.loading import is_object_spec, load_object
 from rollout.runtime.config import PolicyConfig
+from rollout.runtime.policy import RolloutPolicy
 
 __all__ = [
+    "PolicyRegistry",
     "PolicySpec",
     "UnknownPolicyError",
     "builtin_policies",
+    "default_policy_registry",
     "resolve_policy",
     "resolve_policy_spec",
 ]
 
+PolicyFactory = Callable[[], RolloutPolicy]
 
-class UnknownPolicyError(ValueError):
-    """A policy name that is not a preset."""
+PolicySpec = str | Mapping[str, Any]
+"""A registered name, a dotted path, or `{name, base?, description?, <flag>: value, ...}`."""
 
 
-def builtin_policies() -> Mapping[str, PolicyConfig]:
-    """Every preset by name (a fresh read-only mapping; see the module docstring)."""
+class UnknownPolicyError(ConfigError):
+    """A policy name that is not registered (the message lists them and the closest)."""
+
+
+class PolicyRegistry:
+    """Named rollout policies; refuses empty and duplicate names (`kvcache/registry.py`'s rules)."""
+
+    def __init__(self) -> None:
+        self._factories: dict[str, PolicyFactory] = {}
+
+    def register(self, name: str, factory: PolicyFactory) -> None:
+        """Add policy `name`, made by `factory` (called anew for every run)."""
+        if not name or not name.strip():
+            raise ValueError("a policy needs a non-empty name")
+        if name in self._factories:
+            raise ValueError(f"policy {name!r} is already registered; pick another name")
+        self._factories[name] = factory
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._factories)
+
+    def create(self, name: str) -> RolloutPolicy:
+        """A fresh policy `name`; `UnknownPolicyError` lists the names and the closest one."""
+        factory = self._factories.get(name)
+        if factory is None:
+            close = difflib.get_close_matches(name, list(self._factories), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise UnknownPolicyError(
+                f"no rollout policy {name!r}{hint} Known policies: {', '.join(self._factories)}"
+                "; or name your own as package.module:name"
+            )
+        return factory()
+
+    def resolve(self, spec: PolicySpec, base_dir: Path | None = None) -> RolloutPolicy:
+        """The policy `spec` names, derives or loads (see the module docstring); a bad spec
+        is a `ConfigError` naming the bad flag or name."""
+        if isinstance(spec, str):
+            if is_object_spec(spec):
+                return _load_user_policy(spec, base_dir)
+            return self.create(spec)
+        if not isinstance(spec.get("name"), str) or not spec["name"]:
+            raise ConfigError(f"a derived policy needs a name: {dict(spec)!r}")
+        changes = dict(spec)
+        base = self.resolve(str(changes.pop("base", "conductor")), base_dir)
+        changes.setdefault("description", f"{base.name} with {_flags_text(changes)}")
+        try:
+            config = PolicyConfig.model_validate({**base.config.model_dump(), **changes})
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}"
+                for error in exc.errors()
+            )
+            raise ConfigError(f"policy {spec['name']!r}: {problems}") from None
+        return base.with_config(config)
+
+
+def _load_user_policy(spec: str, base_dir: Path | None) -> RolloutPolicy:
+    found = load_object(spec, base_dir, what="policy")
+    policy = found() if callable(found) and not isinstance(found, RolloutPolicy) else found
+    if not isinstance(policy, RolloutPolicy):
+        raise ConfigError(
+            f"policy {spec!r} is a {type(policy).__name__}, not a RolloutPolicy (or a function "
+            "returning one)"
+        )
+    return policy
+
+
+def _flags_text(changes: Mapping[str, Any]) -> str:
+    return ", ".join(f"{key}={value}" for key, value in changes.items() if key != "name")
+
+
+def default_policy_registry() -> PolicyRegistry:
+    """A fresh registry holding every preset of the module docstring."""
+    registry = PolicyRegistry()
+    for config in _preset_configs():
+        registry.register(config.name, lambda config=config: RolloutPolicy(config))
+    return registry
+
+
+def builtin_policies() -> Mapping[str, RolloutPolicy]:
+    """Every preset by name (fresh objects)."""
+    registry = default_policy_registry()
+    return {name: registry.create(name) for name in registry.names()}
+
+
+def resolve_policy(name: str) -> RolloutPolicy:
+    """The preset called `name` (`UnknownPolicyError` lists the presets and the closest one)."""
+    return default_policy_registry().create(name)
+
+
+def resolve_policy_spec(spec: PolicySpec, base_dir: Path | None = None) -> RolloutPolicy:
+    """`default_policy_registry().resolve(spec, base_dir)`."""
+    return default_policy_registry().resolve(spec, base_dir)
+
+
+def _preset_configs() -> list[PolicyConfig]:
+    """The presets' flags (see the module docstring's table)."""
     presets = [
         _ours(
             "conductor",
@@ -84,7 +192,7 @@ def builtin_policies() -> Mapping[str, PolicyConfig]:
         _without(ours, "no_live_gate", "the live-KV gate", live_kv_budget=0.0),
         _without(ours, "no_kv_residency", "per-turn KV residency", kv_residency=False),
     ]
-    return MappingProxyType({policy.name: policy for policy in presets})
+    return presets
 
 
 def _without(ours: PolicyConfig, name: str, mechanism: str, **changes: object) -> PolicyConfig:
@@ -112,44 +220,3 @@ def _fcfs(name: str, description: str, **changes: object) -> PolicyConfig:
     return PolicyConfig.model_validate(
         {"name": name, "description": f"{description}; FCFS, LRU KV", **baseline, **changes}
     )
-
-
-PolicySpec = str | Mapping[str, Any]
-"""A preset's name, or `{name, base?, description?, <PolicyConfig flag>: value, ...}`."""
-
-
-def resolve_policy_spec(spec: PolicySpec) -> PolicyConfig:
-    """The policy `spec` names or derives (`UnknownPolicyError` for an unknown base, ValueError
-    naming the bad flag otherwise)."""
-    if isinstance(spec, str):
-        return resolve_policy(spec)
-    if not isinstance(spec.get("name"), str) or not spec["name"]:
-        raise ValueError(f"a derived policy needs a name: {dict(spec)!r}")
-    changes = dict(spec)
-    base = resolve_policy(str(changes.pop("base", "conductor")))
-    changes.setdefault("description", f"{base.name} with {_flags_text(changes)}")
-    try:
-        return PolicyConfig.model_validate({**base.model_dump(), **changes})
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}"
-            for error in exc.errors()
-        )
-        raise ValueError(f"policy {spec['name']!r}: {problems}") from None
-
-
-def _flags_text(changes: Mapping[str, Any]) -> str:
-    return ", ".join(f"{key}={value}" for key, value in changes.items() if key != "name")
-
-
-def resolve_policy(name: str) -> PolicyConfig:
-    """The preset called `name`; `UnknownPolicyError` lists the presets and the closest one."""
-    policies = builtin_policies()
-    policy = policies.get(name)
-    if policy is None:
-        close = difflib.get_close_matches(name, list(policies), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise UnknownPolicyError(
-            f"no rollout policy {name!r}{hint} Known policies: {', '.join(policies)}"
-        )
-    return policy

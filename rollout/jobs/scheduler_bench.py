@@ -119,7 +119,7 @@ class BenchScale(FrozenConfig):
         return self.groups * self.group_size
 
     @property
-    def groups_per_batch(self) -> int:
+    def groups_per_step(self) -> int:
         return self.groups // self.async_factor
 
     @property
@@ -255,7 +255,7 @@ class SyntheticRollout:
         self._observer = observer
         self._rng = random.Random(config.seed)
         admission = AdmissionConfig(
-            groups_per_batch=scale.groups_per_batch,
+            groups_per_step=scale.groups_per_step,
             group_size=scale.group_size,
             async_factor=scale.async_factor,
             shuffle=False,
@@ -387,12 +387,12 @@ class SyntheticRollout:
         if ready:
             del self._group_left[sample.group_id]
             self._ready.append(sample.group_id)
-            if len(self._ready) >= self._scale.groups_per_batch:
+            if len(self._ready) >= self._scale.groups_per_step:
                 self._training_step()
 
     def _training_step(self) -> None:
         """The trainer takes B ready groups: a weight update, then the next groups."""
-        batch = self._ready[: self._scale.groups_per_batch]
+        batch = self._ready[: self._scale.groups_per_step]
         del self._ready[: len(batch)]
         started = _clock_ns()
         self.admission.consume(batch)

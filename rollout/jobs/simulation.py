@@ -1,9 +1,10 @@
 """One simulated run: a policy's conductor, the simulated engines and envs, and the trainer.
 
-`load_simulation` reads a `SimulateConfig`'s files once; `simulate_policy` then runs one policy
-with the simulated trainer for `steps` training steps on whatever loop it is awaited on —
-`rollout.simulation.vtime.run_virtual` for simulated time (the `conductor simulate` command), or a
-test's loop. Every policy gets the same workload, engines, model, cluster and seed.
+A `Simulation` (the plan: `rollout.jobs.simulation_plan`) holds the settings resolved once;
+`simulate_policy` runs one policy on the simulated world with the stand-in trainer for `steps`
+training steps (the recipe of `rollout.jobs.assembly`), on whatever loop it is awaited on:
+`rollout.simulation.vtime.run_virtual` for simulated time (the `conductor simulate` command), or
+a test's loop. Every policy gets the same workload, engines, model, cluster and seed.
 `simulated_conductor` gives the same conductor to a trainer loop of your own instead. A
 cluster (`SimulateConfig.cluster`) runs several engines and an env fleet on the one virtual
 clock; each engine is reported on its own (`PolicyRun.engines`) and the summary's busy
@@ -29,14 +30,13 @@ from typing import Any
 from foundation.clock import LoopClock
 from harness.events import EventBus
 from harness.gc_pause import paused_gc
-from rollout.core.config import RolloutConfig
-from rollout.core.decision_log import DecisionLog
-from rollout.core.predictors import build_predictor
+from rollout.core.predictors import LengthPredictor, build_predictor
 from rollout.core.predictors.base import RemainingWork, SampleContext
-from rollout.core.sources import SourceLayout, SourcePrompts, TaskSourceConfig
-from rollout.engines.sim import ServedModelConfig, SimEngine, SimEngineConfig, build_sim_engine
-from rollout.jobs.config import SimTaskSourceConfig, SimulateConfig, shape_rollout
+from rollout.core.sources import SourceLayout
+from rollout.engines.sim import SimEngine, SimEngineConfig, build_sim_engine
+from rollout.jobs.assembly import RolloutSpec, StepHooks, World, open_conductor, run_steps
 from rollout.jobs.run_health import RunHealth
+from rollout.jobs.simulation_plan import PolicyPlan, Simulation
 from rollout.observe.engine_work import EngineWork
 from rollout.observe.health import percentile
 from rollout.observe.prompt_sharing import without_shared_prompts
@@ -44,125 +44,27 @@ from rollout.observe.recorder import RunRecorder
 from rollout.observe.run_summary import BatchDigest, RunSummary, summarize_run
 from rollout.observe.stats import mean_or_none
 from rollout.runtime.conductor import Conductor, ConductorStats
-from rollout.runtime.config import AgentLoopConfig, PolicyConfig
 from rollout.runtime.env_session import SessionFactory, SourcedSessions
+from rollout.runtime.policy import RolloutPolicy
 from rollout.simulation.config import ClusterConfig
 from rollout.simulation.engine_figures import EngineFigures, KVSampleLog, engine_figures
 from rollout.simulation.env_fleet import FleetFigures, SimEnvFleet
 from rollout.simulation.lower_bound import engine_floor_s, script_tokens
 from rollout.simulation.sessions import SimWorkloadSessions
-from rollout.simulation.setup import SimStack, build_sim_stack, engine_config_for, engine_names
-from rollout.simulation.workload import RoutedTokenModel, SyntheticWorkload, WorkloadConfig
-from rollout.standins.trainer import SimulatedTrainer
+from rollout.simulation.setup import SimStack, build_sim_stack, engine_names
+from rollout.simulation.workload import RoutedTokenModel, SyntheticWorkload
 from rollout.trajectories.batch import Batch
 from rollout.trajectories.sink import TrajectorySink
 
 __all__ = [
     "CLUSTER_FILE",
     "PolicyRun",
-    "Simulation",
-    "load_simulation",
     "simulate_policy",
     "simulated_conductor",
     "write_cluster_figures",
 ]
 
 CLUSTER_FILE = "cluster.json"  # per-engine and env-fleet figures of a cluster run
-
-
-@dataclass(frozen=True, slots=True)
-class SimSource:
-    """A task source of a mixed simulated run, with its workload loaded (group size applied)."""
-
-    config: TaskSourceConfig
-    workload: WorkloadConfig
-
-
-@dataclass(frozen=True, slots=True)
-class Simulation:
-    """A `SimulateConfig` with its referenced files loaded and the run sizes applied."""
-
-    config: SimulateConfig
-    workload: WorkloadConfig
-    model: ServedModelConfig
-    engine: SimEngineConfig
-    rollout: RolloutConfig
-    agent_loop: AgentLoopConfig
-    sources: tuple[SimSource, ...] = ()
-
-    def source_prompts(self) -> tuple[SourcePrompts, ...]:
-        """The conductor's task sources: each source and its workload's group count."""
-        return tuple(SourcePrompts(s.config, s.workload.num_groups) for s in self.sources)
-
-    @property
-    def num_prompts(self) -> int:
-        if self.sources:
-            return sum(source.workload.num_groups for source in self.sources)
-        return self.workload.num_groups
-
-    def describe(self) -> dict[str, Any]:
-        """Everything that defines the run (written to each run's config.yaml)."""
-        return {
-            "simulate": self.config.model_dump(mode="json"),
-            "workload": self.workload.model_dump(mode="json"),
-            "model": self.model.model_dump(mode="json"),
-            "engine": self.engine.model_dump(mode="json"),
-            "rollout": self.rollout.model_dump(mode="json"),
-            "agent_loop": self.agent_loop.model_dump(mode="json"),
-            **({"sources": [_describe(source) for source in self.sources]} if self.sources else {}),
-        }
-
-
-def _describe(source: SimSource) -> dict[str, Any]:
-    return {
-        **source.config.model_dump(mode="json"),
-        "workload": source.workload.model_dump(mode="json"),
-    }
-
-
-def load_simulation(config: SimulateConfig, base_dir: Path) -> Simulation:
-    """Load the referenced configs (paths relative to `base_dir`) and apply B, K and the seed."""
-    workload = config.workload.load(WorkloadConfig, base_dir)
-    workload = workload.model_copy(update={"group_size": config.group_size})
-    model = config.model.load(ServedModelConfig, base_dir)
-    engine = config.engine.load(SimEngineConfig, base_dir)
-    rollout = shape_rollout(
-        config.rollout.load(RolloutConfig, base_dir),
-        groups_per_step=config.groups_per_step,
-        group_size=config.group_size,
-        async_factor=config.async_factor,
-        seed=config.seed,
-    )
-    agent_loop = config.agent_loop.model_copy(
-        update={
-            "max_new_tokens": workload.max_new_tokens,
-            "max_context_tokens": min(workload.max_context_tokens, model.max_context_tokens),
-            "recompute_page_tokens": engine.page_tokens,
-        }
-    )
-    sources = tuple(_load_source(source, config, base_dir) for source in config.sources)
-    names = [source.workload.name for source in sources]
-    if len(set(names)) != len(names):
-        raise ValueError(
-            f"the task sources' workloads share names {names}; session ids are prefixed by the "
-            "workload name, so give each source's workload its own (an override name=...)"
-        )
-    return Simulation(config, workload, model, engine, rollout, agent_loop, sources)
-
-
-def _load_source(source: SimTaskSourceConfig, config: SimulateConfig, base_dir: Path) -> SimSource:
-    """A source with its workload (its group size) and its turn budget from the workload."""
-    group_size = source.group_size or config.group_size
-    workload = source.workload.load(WorkloadConfig, base_dir)
-    workload = workload.model_copy(update={"group_size": group_size})
-    task = TaskSourceConfig.model_validate(
-        {
-            **source.model_dump(exclude={"workload"}),
-            "group_size": group_size,
-            "max_new_tokens": source.max_new_tokens or workload.max_new_tokens,
-        }
-    )
-    return SimSource(task, workload)
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +81,7 @@ class PolicyRun:
 
 async def simulate_policy(
     simulation: Simulation,
-    policy: PolicyConfig,
+    policy: RolloutPolicy,
     *,
     run_dir: Path | None = None,
     on_batch: Callable[[Batch], None] | None = None,
@@ -191,91 +93,89 @@ async def simulate_policy(
     runs; times and rates there are in virtual seconds. A taken port raises `RolloutError`
     before anything runs or is written.
     """
-    config = simulation.config
+    plan = simulation.for_policy(policy)
     health = RunHealth(
-        starvation_bound_s=simulation.rollout.scheduler.starvation_bound_s,
-        step_budget_s=config.conductor.deadline.step_budget_s,
+        starvation_bound_s=plan.rollout.scheduler.starvation_bound_s,
+        step_budget_s=simulation.config.conductor.deadline.step_budget_s,
         metrics_port=metrics_port,
     )
     try:
-        return await _simulate_policy(simulation, policy, health, run_dir, on_batch)
+        return await _simulate_policy(simulation, plan, health, run_dir, on_batch)
     finally:
         health.close()
 
 
 async def _simulate_policy(
     simulation: Simulation,
-    policy: PolicyConfig,
+    plan: PolicyPlan,
     health: RunHealth,
     run_dir: Path | None,
     on_batch: Callable[[Batch], None] | None,
 ) -> PolicyRun:
     config = simulation.config
-    clock = LoopClock()
-    bus = EventBus()
-    stack = _stack(simulation, policy, bus=bus, clock=clock)
+    clock, bus = LoopClock(), EventBus()
+    stack = _stack(simulation, plan.engine, bus=bus, clock=clock)
     recorder = None
     if run_dir is not None:
-        described = {**simulation.describe(), "policy": policy.model_dump(mode="json")}
-        recorder = RunRecorder(run_dir, described, origin_s=clock.now())
+        described = {**simulation.describe(), "policy": plan.policy.config.model_dump(mode="json")}
+        effective = simulation.effective_config(plan)
+        recorder = RunRecorder(run_dir, described, origin_s=clock.now(), effective_config=effective)
         recorder.attach(bus)
-    writers = recorder.trajectory_writers() if recorder and config.write_trajectories else ()
-    sink = TrajectorySink(simulation.rollout.admission.group_size, writers)
-
     collect_per_step = config.garbage_collection == "per_step"
     pause_collector = config.garbage_collection != "automatic"
 
-    def record(batch: Batch) -> None:
-        health.on_batch(batch)
-        if recorder is not None:
-            recorder.step(batch)
+    def after_batch(batch: Batch) -> None:
         if on_batch is not None:
             on_batch(batch)
         if collect_per_step:
             gc.collect()  # the step's cycles, at once (see `paused_gc`)
 
+    # The sampling task runs whether or not anyone listens, so listening changes no timing.
     kv_samples = KVSampleLog()
-
-    def timeseries(record: Mapping[str, Any]) -> None:
-        # The sampling task runs whether or not anyone listens, so listening changes no timing.
-        kv_samples.record(record)
-        if recorder is not None:
-            recorder.timeseries(record)
-
-    decisions = None
-    if recorder is not None and config.conductor.decision_log:
-        decisions = recorder.decision_log()
-    conductor = _conductor(
-        simulation,
-        policy,
-        stack,
-        sink=sink,
-        bus=bus,
-        clock=clock,
-        on_timeseries=timeseries,
-        decisions=decisions,
+    hooks = StepHooks(
+        on_batch=after_batch,
+        on_timeseries=kv_samples.record,
+        write_trajectories=config.write_trajectories,
     )
-    health.attach(conductor)
     try:
         with paused_gc(pause_collector):
-            async with conductor:
-                digests = await SimulatedTrainer(config.trainer, on_batch=record).run(
-                    conductor, config.steps
-                )
-                elapsed_s = clock.now() - conductor.origin_s
-                busy_s = {engine.name: engine.counters.busy_s for engine in stack.engines}
-        health.finish(conductor, run_dir)
+            outcome = await run_steps(
+                _spec(simulation, plan),
+                _world(simulation, stack),
+                steps=config.steps,
+                trainer=config.trainer,
+                health=health,
+                bus=bus,
+                clock=clock,
+                recorder=recorder,
+                hooks=hooks,
+            )
     finally:
         await stack.aclose()
         if recorder is not None:
             recorder.close()
         if pause_collector:
             gc.collect()  # this run's cycles, before anything else runs
+    return _policy_run(simulation, plan, stack, outcome.digests, outcome, run_dir, kv_samples)
+
+
+def _policy_run(
+    simulation: Simulation,
+    plan: PolicyPlan,
+    stack: SimStack | MixedSimStack,
+    digests: Sequence[BatchDigest],
+    outcome: Any,
+    run_dir: Path | None,
+    kv_samples: KVSampleLog,
+) -> PolicyRun:
+    """The summary and figures of a finished policy run."""
+    conductor: Conductor = outcome.conductor
+    busy_s: Mapping[str, float] = outcome.busy_s
     summary = summarize_run(
-        policy.name,
+        plan.policy.name,
         digests,
         origin_s=conductor.origin_s,
-        elapsed_s=elapsed_s,
+        elapsed_s=outcome.elapsed_s,
         busy_s=sum(busy_s.values()),
         engines=len(stack.engines),  # busy fraction = the mean over engines
         counters=conductor.engine_counters,
@@ -287,12 +187,12 @@ async def _simulate_policy(
     engines = engine_figures(
         busy_s,
         capacity_tokens={e.name: e.stats().kv_capacity_tokens for e in stack.engines},
-        elapsed_s=elapsed_s,
+        elapsed_s=outcome.elapsed_s,
         counters=conductor.engine_counters,
         kv=kv_samples,
     )
     fleet = stack.fleet.figures() if stack.fleet is not None else None
-    if run_dir is not None and config.cluster != ClusterConfig():
+    if run_dir is not None and simulation.config.cluster != ClusterConfig():
         cost = {"model": simulation.model.name, **simulation.model.cost.model_dump(mode="json")}
         write_cluster_figures(run_dir / CLUSTER_FILE, engines, fleet, cost_model=cost)
     return PolicyRun(summary, run_dir, stack.kv_backend, engines, fleet)
@@ -364,7 +264,7 @@ def with_script_figures(
 
 @asynccontextmanager
 async def simulated_conductor(
-    simulation: Simulation, policy: PolicyConfig, *, sink: TrajectorySink | None = None
+    simulation: Simulation, policy: RolloutPolicy, *, sink: TrajectorySink | None = None
 ) -> AsyncIterator[Conductor]:
     """A running conductor on `simulation`'s engine and envs, for a trainer loop of your own.
 
@@ -372,12 +272,14 @@ async def simulated_conductor(
     examples/batch_stream.py); leaving the block stops the conductor and closes the engine.
     Await it on `rollout.simulation.vtime.run_virtual` for simulated time.
     """
-    clock = LoopClock()
-    bus = EventBus()
-    stack = _stack(simulation, policy, bus=bus, clock=clock)
-    conductor = _conductor(simulation, policy, stack, sink=sink, bus=bus, clock=clock)
+    plan = simulation.for_policy(policy)
+    clock, bus = LoopClock(), EventBus()
+    stack = _stack(simulation, plan.engine, bus=bus, clock=clock)
+    world = _world(simulation, stack)
     try:
-        async with conductor:
+        async with open_conductor(
+            _spec(simulation, plan), world, bus=bus, clock=clock, sink=sink
+        ) as conductor:
             yield conductor
     finally:
         await stack.aclose()
@@ -410,12 +312,11 @@ class MixedSimStack:
 
 
 def _mixed_stack(
-    simulation: Simulation, policy: PolicyConfig, *, bus: EventBus, clock: LoopClock
+    simulation: Simulation, engine_config: SimEngineConfig, *, bus: EventBus, clock: LoopClock
 ) -> MixedSimStack:
     """`build_sim_stack` for several sources (same engines, KV backend and fleet)."""
     seed = simulation.config.seed
     cluster = simulation.config.cluster
-    engine_config = engine_config_for(policy, simulation.engine)
     workloads = {s.config.name: SyntheticWorkload(s.workload, seed) for s in simulation.sources}
     models = {name: workload.token_model() for name, workload in workloads.items()}
     routed = RoutedTokenModel(tuple(models.values()))
@@ -436,15 +337,15 @@ def _mixed_stack(
 
 
 def _stack(
-    simulation: Simulation, policy: PolicyConfig, *, bus: EventBus, clock: LoopClock
+    simulation: Simulation, engine_config: SimEngineConfig, *, bus: EventBus, clock: LoopClock
 ) -> SimStack | MixedSimStack:
+    """The engines (as the policy configured them) and envs of one policy's run."""
     if simulation.sources:
-        return _mixed_stack(simulation, policy, bus=bus, clock=clock)
+        return _mixed_stack(simulation, engine_config, bus=bus, clock=clock)
     return build_sim_stack(
-        policy,
         workload=simulation.workload,
         seed=simulation.config.seed,
-        engine=simulation.engine,
+        engine=engine_config,
         model=simulation.model,
         bus=bus,
         clock=clock,
@@ -452,19 +353,14 @@ def _stack(
     )
 
 
-def _conductor(
-    simulation: Simulation,
-    policy: PolicyConfig,
-    stack: SimStack | MixedSimStack,
-    *,
-    sink: TrajectorySink | None,
-    bus: EventBus,
-    clock: LoopClock,
-    on_timeseries: Callable[[Mapping[str, Any]], None] | None = None,
-    decisions: DecisionLog | None = None,
-) -> Conductor:
-    """`policy`'s conductor over `stack` (the oracle predictor reads the stack's scripts)."""
-    predictor = None
+def _spec(simulation: Simulation, plan: PolicyPlan) -> RolloutSpec:
+    conductor = simulation.config.conductor
+    return RolloutSpec(plan.policy, plan.rollout, simulation.agent_loop, conductor)
+
+
+def _world(simulation: Simulation, stack: SimStack | MixedSimStack) -> World:
+    """The engines and envs of `stack`; the oracle predictor reads the stack's scripts."""
+    predictor: LengthPredictor | None = None
     if simulation.rollout.predictor.kind == "oracle":
         truth = (
             stack.truth
@@ -472,19 +368,12 @@ def _conductor(
             else functools.partial(stack.sessions.truth, assign=True)
         )
         predictor = build_predictor(simulation.rollout.predictor, truth=truth)
-    return Conductor(
-        rollout=simulation.rollout,
-        policy=policy,
-        agent_loop=simulation.agent_loop,
-        config=simulation.config.conductor,
-        engines=list(stack.engines),
+    engines = stack.engines
+    return World(
+        engines=list(engines),
         sessions=stack.sessions,
         num_prompts=simulation.num_prompts,
         sources=simulation.source_prompts(),
-        sink=sink,
         predictor=predictor,
-        bus=bus,
-        clock=clock,
-        on_timeseries=on_timeseries,
-        decisions=decisions,
+        busy_s=lambda: {engine.name: engine.counters.busy_s for engine in engines},
     )

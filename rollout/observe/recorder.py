@@ -51,6 +51,7 @@ class RunRecorder:
         origin_s: float,
         record_events: bool = True,
         on_write_failure: Callable[[RunFileWriteError], None] | None = None,
+        effective_config: str | None = None,
     ) -> None:
         self.run_dir = RunDir(root).create()
         self.write_failure: RunFileWriteError | None = None
@@ -59,6 +60,8 @@ class RunRecorder:
         self.run_dir.config_path.write_text(
             yaml.safe_dump(_plain(config), sort_keys=False), encoding="utf-8"
         )
+        if effective_config is not None:  # the plan's settings, each with its origin
+            self.run_dir.effective_config_path.write_text(effective_config, encoding="utf-8")
         self._events = self.run_dir.open_log("events") if record_events else None
         self._steps = self.run_dir.open_log("steps", flush_each_record=True)
         self._timeseries = self.run_dir.open_log("timeseries")

@@ -44,6 +44,7 @@ from rollout.trajectories.writers import read_jsonl_groups
 __all__ = [
     "CONFIG_FILE",
     "DECISIONS_FILE",
+    "EFFECTIVE_CONFIG_FILE",
     "EVENTS_FILE",
     "HEALTH_FILE",
     "METRICS_FILE",
@@ -58,6 +59,7 @@ __all__ = [
 ]
 
 CONFIG_FILE = "config.yaml"
+EFFECTIVE_CONFIG_FILE = "effective_config.yaml"  # every setting with its origin (the plan)
 EVENTS_FILE = "events.jsonl"
 TRAJECTORIES_FILE = "trajectories.jsonl"
 STEPS_FILE = "steps.jsonl"
@@ -238,6 +240,10 @@ class RunDir:
     @property
     def config_path(self) -> Path:
         return self.root / CONFIG_FILE
+
+    @property
+    def effective_config_path(self) -> Path:
+        return self.root / EFFECTIVE_CONFIG_FILE
 
     @property
     def events_path(self) -> Path:

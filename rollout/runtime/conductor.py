@@ -65,16 +65,11 @@ from rollout.engines.base import Engine, EngineError, GenerateRequest, GenerateR
 from rollout.errors import RolloutError, SchedulerError
 from rollout.observe.timeseries import EngineCounters, TimeseriesSampler
 from rollout.runtime.agent_loop import AgentLoop
-from rollout.runtime.config import (
-    AgentLoopConfig,
-    ConductorConfig,
-    PolicyConfig,
-    rollout_config_for,
-)
+from rollout.runtime.config import AgentLoopConfig, ConductorConfig
 from rollout.runtime.dispatch import DispatchCounts, Dispatcher, scheduler_view
 from rollout.runtime.env_session import SampleRef, SessionFactory
-from rollout.runtime.live_gate import LiveKVGate
 from rollout.runtime.loop_host import GenerationTicket
+from rollout.runtime.policy import LiveLimit, LiveLimitContext, RolloutPolicy
 from rollout.trajectories.batch import Batch
 from rollout.trajectories.sink import TrajectorySink
 
@@ -101,8 +96,10 @@ class Conductor:
     """See the module docstring. Use as `async with Conductor(...) as conductor:`.
 
     Args:
-        rollout: the decision cores' config; the policy's flags are applied on top.
-        policy: which rollout policy or baseline to behave as (`rollout.jobs.policies`).
+        rollout: the decision cores' config, already shaped by the policy
+            (`RolloutPolicy.shape_rollout`; the run's plan does it once).
+        policy: which rollout policy or baseline to behave as (`rollout.jobs.policies`): its
+            critical priority, KV hints and live-sample limit.
         agent_loop: per-sample limits and request settings.
         config: the conductor's own knobs.
         engines: inference engines, with unique names.
@@ -121,7 +118,7 @@ class Conductor:
         self,
         *,
         rollout: RolloutConfig,
-        policy: PolicyConfig,
+        policy: RolloutPolicy,
         agent_loop: AgentLoopConfig,
         config: ConductorConfig,
         engines: Sequence[Engine],
@@ -139,7 +136,7 @@ class Conductor:
         if not engines or len(set(names)) != len(names):
             raise RolloutError(f"give at least one engine, with unique names (got {names})")
         self.policy = policy
-        self.rollout = rollout_config_for(policy, rollout)
+        self.rollout = rollout
         self._loop_config = agent_loop
         self._config = config
         self._engines = {engine.name: engine for engine in engines}
@@ -185,8 +182,7 @@ class Conductor:
         self._origin_s = 0.0
         self._quota_changed = asyncio.Event()
         self._group_ready = asyncio.Event()
-        self._agent_slots: asyncio.Semaphore | None = None
-        self._live_gate: LiveKVGate | None = None
+        self._live_limit: LiveLimit | None = None
         self._tasks: asyncio.TaskGroup | None = None
         self._children: set[asyncio.Task[None]] = set()
         # retired_requests=cancel: samples with tokens of the current version, each live
@@ -216,21 +212,18 @@ class Conductor:
         if self._tasks is not None:
             raise RolloutError("the conductor was already started; create a new one")
         self._origin_s = self._clock.now()
-        slots = 0
+        slots = capacity = 0
         for name, engine in self._engines.items():
             if self._policy_version:  # restored from a checkpoint
                 await engine.update_weights(self._policy_version)
             stats = engine.stats()
             slots += stats.max_running_requests
+            capacity += stats.kv_capacity_tokens
             self.report(EngineAdded(name, scheduler_view(stats), self._clock.now()))
         self._timeseries = TimeseriesSampler(self._engines, self._counters, self._origin_s)
-        if self.policy.slot_holding == "trajectory":
-            self._agent_slots = asyncio.Semaphore(self._config.agent_slots or slots)
-        elif self.policy.live_kv_budget > 0:
-            capacity = sum(engine.stats().kv_capacity_tokens for engine in self._engines.values())
-            budget = self.policy.live_kv_budget * capacity
-            # Until contexts are reported, a newcomer counts as one slot's share of the budget.
-            self._live_gate = LiveKVGate(budget, prior_first_tokens=budget / max(1, slots))
+        self._live_limit = self.policy.live_limit(
+            LiveLimitContext(slots, capacity, self._config.agent_slots)
+        )
         self._tasks = asyncio.TaskGroup()
         await self._tasks.__aenter__()
         self._spawn(self._admit_groups(), "admission")
@@ -311,7 +304,7 @@ class Conductor:
     async def batches(self) -> AsyncGenerator[Batch, None]:
         """B complete groups at a time, forever; consuming a batch frees no quota until
         `update_weights` records the training step."""
-        size = self.rollout.admission.groups_per_batch
+        size = self.rollout.admission.groups_per_step
         while True:
             requested_s = self._clock.now()
             deadline: StepDeadline | None = None
@@ -537,7 +530,7 @@ class Conductor:
     # -- admission and samples -------------------------------------------------------------
 
     async def _admit_groups(self) -> None:
-        lookahead = self.rollout.admission.groups_per_batch
+        lookahead = self.rollout.admission.groups_per_step
         while True:
             self._quota_changed.clear()
             for group in self._admission.admit():
@@ -563,16 +556,15 @@ class Conductor:
         self._recompute_priorities()
 
     async def _run_sample(self, group: Group, index: int) -> None:
-        slot = self._agent_slots or contextlib.nullcontext()
         sample_id = make_sample_id(group.group_id, group.attempt, index)
-        async with slot:
-            if self._live_gate is not None:
-                await self._live_gate.enter(sample_id)
-            try:
-                trajectory = await self._on_policy_attempts(group, index)
-            finally:
-                if self._live_gate is not None:
-                    self._live_gate.leave(sample_id)
+        limit = self._live_limit
+        if limit is not None:
+            await limit.enter(sample_id)
+        try:
+            trajectory = await self._on_policy_attempts(group, index)
+        finally:
+            if limit is not None:
+                limit.leave(sample_id)
         if self._config.retired_requests == "cancel" and not self._fits_group(group, trajectory):
             self._spawn(self._run_sample(group, index), sample_id)  # its group moved on: again
             return
@@ -751,8 +743,8 @@ class Conductor:
             computed_prefix_tokens=computed_prefix_tokens,
             page_tokens=self._loop_config.recompute_page_tokens,
         )
-        if self._live_gate is not None and sample_id:
-            self._live_gate.update(sample_id, len(request.input_ids) + len(result.output_ids))
+        if self._live_limit is not None and sample_id:
+            self._live_limit.update(sample_id, len(request.input_ids) + len(result.output_ids))
         stats = scheduler_view(self._engines[engine].stats())
         self.report(EngineStatsUpdated(engine, stats, self._clock.now()))
 

@@ -1,8 +1,8 @@
 """Builds the simulated side of a run for one policy: the engines, their KV backends, the envs.
 
-The workload, engine config, model, cluster shape and seed are the same for every policy; only
-the policy's flags choose the engines' KV backend (`kv_policy`: the LRU radix cache or the
-priority-aware `kvcache/` manager) and queue order (`engine_config_for`), so comparisons are
+The workload, model, cluster shape and seed are the same for every policy; the engine config
+comes in already shaped by the policy (its KV backend and queue order: the plan applies the
+policy's engine asks once, `rollout.engines.registry.SimBackend.configure`), so comparisons are
 honest. A cluster (`ClusterConfig`) has several engines, each with its own slots and KV pool,
 and optionally an env fleet whose nodes queue container starts and tool calls.
 """
@@ -14,14 +14,12 @@ from dataclasses import dataclass, field
 from foundation.clock import Clock
 from harness.events import EventBus
 from rollout.engines.sim import ServedModelConfig, SimEngine, SimEngineConfig, build_sim_engine
-from rollout.engines.sim.config import KVBackendKind, SchedulePolicy
-from rollout.runtime.config import PolicyConfig
 from rollout.simulation.config import ClusterConfig
 from rollout.simulation.env_fleet import SimEnvFleet
 from rollout.simulation.sessions import SimWorkloadSessions
 from rollout.simulation.workload import SyntheticWorkload, WorkloadConfig
 
-__all__ = ["SimStack", "build_sim_stack", "engine_config_for", "engine_names"]
+__all__ = ["SimStack", "build_sim_stack", "engine_names"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +51,6 @@ def engine_names(base: str, count: int) -> tuple[str, ...]:
 
 
 def build_sim_stack(
-    policy: PolicyConfig,
     *,
     workload: WorkloadConfig,
     seed: int,
@@ -63,14 +60,14 @@ def build_sim_stack(
     clock: Clock,
     cluster: ClusterConfig | None = None,
 ) -> SimStack:
-    """The engines (with the policy's KV backend and queue order) and the workload's envs.
+    """The engines (`engine`: as the policy shaped it) and the workload's envs.
 
     `cluster` (default: one engine, no env fleet) sets how many engines and env nodes. The
     engines share the workload's token model: it keys its state by session, and a sample's
     session stays on one engine.
     """
     cluster = cluster or ClusterConfig()
-    engine_config = engine_config_for(policy, engine)
+    engine_config = engine
     synthetic = SyntheticWorkload(workload, seed)
     token_model = synthetic.token_model()
     engines = tuple(
@@ -82,15 +79,3 @@ def build_sim_stack(
         fleet = SimEnvFleet(cluster.env_nodes, cluster.node, clock)
     sessions = SimWorkloadSessions(synthetic, token_model, bus=bus, clock=clock, fleet=fleet)
     return SimStack(engines, synthetic, sessions, str(engine_config.kv_backend), fleet)
-
-
-def engine_config_for(policy: PolicyConfig, engine: SimEngineConfig) -> SimEngineConfig:
-    """`engine` with the policy's KV backend and queue order (validated again)."""
-    schedule = SchedulePolicy.PRIORITY if policy.engine_priority_scheduling else SchedulePolicy.FCFS
-    changes: dict[str, object] = {
-        "kv_backend": KVBackendKind(policy.kv_policy),
-        "schedule_policy": schedule,
-    }
-    if not policy.engine_priority_scheduling:
-        changes["priority_preemption"] = False
-    return SimEngineConfig.model_validate({**engine.model_dump(), **changes})

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from foundation.config import load_config
 from foundation.errors import ConfigError
 from kvcache import KVCacheConfig
 from tests.paths import CONFIGS
 
-DEFAULT_YAML = CONFIGS / "kvcache" / "default.yaml"
+SIM_ENGINE_YAML = CONFIGS / "engine" / "sim.yaml"
 
 
-def test_the_shipped_yaml_equals_the_code_defaults() -> None:
-    assert load_config(KVCacheConfig, DEFAULT_YAML) == KVCacheConfig()
+def test_the_kv_policy_of_runs_is_the_sim_engine_files_kvcache_section() -> None:
+    """One home: the simulated engine's `kvcache` section (no separate kvcache file)."""
+    assert not (CONFIGS / "kvcache" / "default.yaml").exists()
+    section = yaml.safe_load(SIM_ENGINE_YAML.read_text())["kvcache"]
+    assert load_config(KVCacheConfig, None, [f"{k}={v}" for k, v in section.items()]).policy
 
 
 def test_every_field_documents_its_meaning() -> None:
@@ -23,7 +27,7 @@ def test_every_field_documents_its_meaning() -> None:
 
 def test_an_unknown_key_is_an_error() -> None:
     with pytest.raises(ConfigError, match="page_sise"):
-        load_config(KVCacheConfig, DEFAULT_YAML, ["page_sise=16"])
+        load_config(KVCacheConfig, None, ["page_sise=16"])
 
 
 def test_a_device_smaller_than_a_page_is_refused() -> None:

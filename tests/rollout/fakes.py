@@ -23,11 +23,13 @@ from rollout.engines.base import (
     GenerateResult,
     KVHint,
 )
+from rollout.engines.registry import SimBackend
 from rollout.engines.sim import ServedModelConfig, SimEngine, SimEngineConfig, build_sim_engine
-from rollout.jobs.config import shape_rollout
+from rollout.jobs.assembly import RolloutSpec, World, build_conductor
+from rollout.jobs.plan import shape_run
 from rollout.jobs.policies import resolve_policy
 from rollout.runtime.conductor import Conductor
-from rollout.runtime.config import AgentLoopConfig, ConductorConfig, PolicyConfig
+from rollout.runtime.config import AgentLoopConfig, ConductorConfig
 from rollout.runtime.env_session import (
     ActOutcome,
     EnvSession,
@@ -36,8 +38,8 @@ from rollout.runtime.env_session import (
     SessionFactory,
 )
 from rollout.runtime.loop_host import GenerationTicket
+from rollout.runtime.policy import RolloutPolicy
 from rollout.simulation.sessions import SimWorkloadSessions
-from rollout.simulation.setup import engine_config_for
 from rollout.simulation.workload import SyntheticWorkload, WorkloadConfig
 from rollout.standins.config import TrainerSimConfig
 from rollout.standins.trainer import SimulatedTrainer
@@ -285,7 +287,7 @@ class SimRollout:
 
 def build_rollout(
     *,
-    policy: str | PolicyConfig = "conductor",
+    policy: str | RolloutPolicy = "conductor",
     seed: int = 0,
     groups_per_step: int = 2,
     group_size: int = 3,
@@ -303,15 +305,17 @@ def build_rollout(
     workload = workload_config(group_size, workload_overrides)
     synthetic = SyntheticWorkload(workload, seed)
     token_model = synthetic.token_model()
-    sim_engine = build_sim_engine(
-        engine_config_for(chosen, engine_config(engine_overrides)), model_config(), token_model
+    engine_settings, _ = SimBackend().configure(
+        engine_config(engine_overrides), chosen.engine_asks()
     )
+    assert isinstance(engine_settings, SimEngineConfig)
+    sim_engine = build_sim_engine(engine_settings, model_config(), token_model)
     engine = FlakyEngine(sim_engine, fail_generate)
     bus, clock = EventBus(), LoopClock()
     recorder = EventRecorder()
     bus.subscribe(recorder)
     sessions = FlakySessions(SimWorkloadSessions(synthetic, token_model, bus=bus, clock=clock))
-    rollout = shape_rollout(
+    rollout = shape_run(
         load_config(RolloutConfig, CONFIGS / "rollout" / "default.yaml", rollout_overrides),
         groups_per_step=groups_per_step,
         group_size=group_size,
@@ -319,18 +323,15 @@ def build_rollout(
         seed=seed,
     )
     timeseries: list[Mapping[str, Any]] = []
-    conductor = Conductor(
-        rollout=rollout,
-        policy=chosen,
-        agent_loop=loop_config(workload, **dict(loop_changes or {})),
-        config=conductor_config or ConductorConfig(timeseries_interval_s=1.0, seed=seed),
-        engines=[engine],
-        sessions=sessions,
-        num_prompts=workload.num_groups,
-        bus=bus,
-        clock=clock,
-        on_timeseries=timeseries.append,
-        sink=sink,
+    spec = RolloutSpec(
+        chosen,
+        chosen.shape_rollout(rollout),
+        loop_config(workload, **dict(loop_changes or {})),
+        conductor_config or ConductorConfig(timeseries_interval_s=1.0, seed=seed),
+    )
+    world = World(engines=[engine], sessions=sessions, num_prompts=workload.num_groups)
+    conductor = build_conductor(
+        spec, world, sink=sink, bus=bus, clock=clock, on_timeseries=timeseries.append
     )
     return SimRollout(conductor, engine, sim_engine, sessions, recorder, timeseries)
 

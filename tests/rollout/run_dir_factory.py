@@ -98,5 +98,5 @@ def write_synthetic_run(root: Path) -> RunDir:
                         extra={"decode_tokens": 100.0 * tick},
                     ).to_dict()
                 )
-    run_dir.config_path.write_text("admission:\n  groups_per_batch: 2\n", encoding="utf-8")
+    run_dir.config_path.write_text("admission:\n  groups_per_step: 2\n", encoding="utf-8")
     return run_dir

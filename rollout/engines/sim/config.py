@@ -208,7 +208,7 @@ class SimEngineConfig(FrozenConfig):
     kvcache: KVCacheConfig = Field(
         default_factory=KVCacheConfig,
         description="Policy knobs of the kvcache manager (used when kv_backend is 'priority'; "
-        "see configs/kvcache/default.yaml). Its page size, pool sizes and link model are "
+        "kvcache.config.KVCacheConfig). Its page size, pool sizes and link model are "
         "derived from page_tokens, the model, host and link; do not set them here.",
     )
 

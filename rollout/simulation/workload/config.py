@@ -56,7 +56,12 @@ class WorkloadConfig(FrozenConfig):
 
     name: str = Field(description="Workload label; also prefixes session ids.")
     num_groups: int = Field(gt=0, description="Groups (prompts) in a benchmark batch.")
-    group_size: int = Field(gt=0, description="Samples per group (GRPO K; 1 for PPO).")
+    group_size: int = Field(
+        default=8,
+        gt=0,
+        description="Samples per group (GRPO K; 1 for PPO). A run sets it from its own "
+        "group_size; only the python -m benchmarks read this default.",
+    )
     vocab_size: int = Field(
         gt=1, description="Token ids are drawn from [0, vocab_size) (Qwen3: 151,936)."
     )

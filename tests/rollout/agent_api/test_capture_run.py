@@ -14,7 +14,8 @@ from rollout.agent_api import tools_system_text
 from rollout.cli.run import DEFAULT_RUN_CONFIG
 from rollout.core.types import Trajectory
 from rollout.jobs.config import RunConfig
-from rollout.jobs.swe_run import run_swe_rollout
+from rollout.jobs.run_job import run_job
+from rollout.jobs.run_plan import plan_run_config
 
 pytestmark = pytest.mark.slow
 
@@ -52,7 +53,7 @@ def _config(*overrides: str) -> RunConfig:
 
 
 async def _samples(config: RunConfig, out: Path) -> dict[str, Trajectory]:
-    result = await run_swe_rollout(config, DEFAULT_RUN_CONFIG.parent, out)
+    result = await run_job(plan_run_config(config, DEFAULT_RUN_CONFIG.parent), out)
     return {t.sample_id: t for batch in result.batches for t in batch.trajectories}
 
 

@@ -21,7 +21,7 @@ def controller(
     async_factor: int = 2, num_prompts: int = 50, **overrides: object
 ) -> AdmissionController:
     config = AdmissionConfig(
-        groups_per_batch=B, group_size=2, async_factor=async_factor, **overrides
+        groups_per_step=B, group_size=2, async_factor=async_factor, **overrides
     )  # type: ignore[arg-type]
     return AdmissionController(config, num_prompts=num_prompts)
 
@@ -221,14 +221,14 @@ def test_checkpoint_of_another_dataset_is_rejected() -> None:
 
 def test_controller_over_a_prompt_source_draws_indices_into_it() -> None:
     prompts = ["fix a", "fix b", "fix c"]
-    config = AdmissionConfig(groups_per_batch=3, async_factor=1, shuffle=False)
+    config = AdmissionConfig(groups_per_step=3, async_factor=1, shuffle=False)
     ctl = AdmissionController.for_source(config, prompts)
     assert [prompts[g.prompt_index] for g in ctl.admit()] == prompts
 
 
 def test_async_factor_zero_means_on_policy_as_one_does() -> None:
-    on_policy = AdmissionConfig(groups_per_batch=2, async_factor=0)
+    on_policy = AdmissionConfig(groups_per_step=2, async_factor=0)
     assert on_policy.async_factor == 1
     assert AdmissionController(on_policy, num_prompts=10).admission_limit() == 2
     with pytest.raises(ValueError, match="greater than or equal to 0"):
-        AdmissionConfig(groups_per_batch=2, async_factor=-1)
+        AdmissionConfig(groups_per_step=2, async_factor=-1)

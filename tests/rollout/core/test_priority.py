@@ -22,7 +22,7 @@ from rollout.core.priority import (
 from rollout.core.types import Group
 from rollout.errors import SchedulerError
 
-ADMISSION = AdmissionConfig(groups_per_batch=2, group_size=2, async_factor=3)
+ADMISSION = AdmissionConfig(groups_per_step=2, group_size=2, async_factor=3)
 PRIORITY = PriorityConfig(deadline_margin_steps=0)
 
 

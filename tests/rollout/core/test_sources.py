@@ -78,7 +78,7 @@ def test_layout_gives_each_source_its_own_index_range() -> None:
 
 
 def test_admission_draws_sources_in_the_mix_with_their_cursors_and_sizes() -> None:
-    config = AdmissionConfig(groups_per_batch=10, async_factor=1, group_size=4, shuffle=False)
+    config = AdmissionConfig(groups_per_step=10, async_factor=1, group_size=4, shuffle=False)
     ctl = AdmissionController(config, num_prompts=8, sources=_sources())
     peeked = ctl.peek_prompt_indices(10)
     groups = ctl.admit()
@@ -93,13 +93,13 @@ def test_admission_draws_sources_in_the_mix_with_their_cursors_and_sizes() -> No
 
 
 def test_admission_quota_stays_global() -> None:
-    config = AdmissionConfig(groups_per_batch=3, async_factor=1)
+    config = AdmissionConfig(groups_per_step=3, async_factor=1)
     ctl = AdmissionController(config, num_prompts=8, sources=_sources())
     assert len(ctl.admit()) == 3 and ctl.quota() == 0
 
 
 def test_admission_max_epochs_exhausts_each_source_on_its_own() -> None:
-    config = AdmissionConfig(groups_per_batch=100, async_factor=1, max_epochs=1)
+    config = AdmissionConfig(groups_per_step=100, async_factor=1, max_epochs=1)
     ctl = AdmissionController(config, num_prompts=8, sources=_sources())
     groups = ctl.admit()
     assert len(groups) == 8
@@ -107,7 +107,7 @@ def test_admission_max_epochs_exhausts_each_source_on_its_own() -> None:
 
 
 def test_admission_checkpoint_keeps_sources_and_continues_the_mix() -> None:
-    config = AdmissionConfig(groups_per_batch=4, async_factor=1, seed=3)
+    config = AdmissionConfig(groups_per_step=4, async_factor=1, seed=3)
     ctl = AdmissionController(config, num_prompts=8, sources=_sources())
     first = ctl.admit()
     ctl.consume([first[0].group_id])

@@ -23,12 +23,8 @@ from rollout.errors import RolloutError
 from rollout.jobs.config import SimulateConfig
 from rollout.jobs.policies import resolve_policy
 from rollout.jobs.run_health import RunHealth
-from rollout.jobs.simulation import (
-    Simulation,
-    load_simulation,
-    simulate_policy,
-    simulated_conductor,
-)
+from rollout.jobs.simulation import simulate_policy, simulated_conductor
+from rollout.jobs.simulation_plan import Simulation, load_simulation
 from rollout.simulation.vtime import run_virtual
 from rollout.standins.trainer import SimulatedTrainer
 from rollout.trajectories.batch import Batch

@@ -17,7 +17,8 @@ import pytest
 from foundation.config import load_config
 from rollout.jobs.config import SimulateConfig
 from rollout.jobs.policies import resolve_policy
-from rollout.jobs.simulation import CLUSTER_FILE, PolicyRun, load_simulation, simulate_policy
+from rollout.jobs.simulation import CLUSTER_FILE, PolicyRun, simulate_policy
+from rollout.jobs.simulation_plan import load_simulation
 from rollout.simulation.vtime import run_virtual
 from tests.paths import CONFIGS
 

@@ -11,7 +11,8 @@ from rollout.core.config import TrainerApiConfig
 from rollout.core.types import Trajectory
 from rollout.jobs.config import SimulateConfig
 from rollout.jobs.policies import resolve_policy
-from rollout.jobs.simulation import load_simulation, simulate_policy
+from rollout.jobs.simulation import simulate_policy
+from rollout.jobs.simulation_plan import load_simulation
 from rollout.observe.run_records import TimeseriesSample
 from rollout.observe.run_summary import RunSummary
 from rollout.simulation.vtime import run_virtual

@@ -21,7 +21,8 @@ from rollout.engines.sim import SimEngine
 from rollout.errors import RolloutError
 from rollout.jobs.config import SimulateConfig
 from rollout.jobs.policies import resolve_policy
-from rollout.jobs.simulation import load_simulation, simulate_policy
+from rollout.jobs.simulation import simulate_policy
+from rollout.jobs.simulation_plan import load_simulation
 from rollout.runtime.conductor import Conductor
 from rollout.runtime.env_session import EnvSession, EnvSessionError, SampleRef, SourcedSessions
 from rollout.simulation.vtime import run_virtual

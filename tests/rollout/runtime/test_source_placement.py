@@ -15,7 +15,8 @@ from rollout.engines.base import GenerateRequest, GenerateResult
 from rollout.engines.sim import SimEngine
 from rollout.jobs.config import SimulateConfig
 from rollout.jobs.policies import resolve_policy
-from rollout.jobs.simulation import load_simulation, simulate_policy
+from rollout.jobs.simulation import simulate_policy
+from rollout.jobs.simulation_plan import load_simulation
 from rollout.simulation.vtime import run_virtual
 from tests.paths import CONFIGS
 

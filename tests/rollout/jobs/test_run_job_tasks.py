@@ -10,11 +10,12 @@ import pytest
 from foundation.errors import ConfigError
 from rollout.core.admission import AdmissionController
 from rollout.core.config import AdmissionConfig
-from rollout.jobs.swe_run import reachable_prompts, select_tasks
+from rollout.jobs.env_sources import select_tasks
+from rollout.jobs.run_job import reachable_prompts
 
 
 def admission(shuffle: bool = True) -> AdmissionController:
-    config = AdmissionConfig(groups_per_batch=2, async_factor=1, shuffle=shuffle, seed=5)
+    config = AdmissionConfig(groups_per_step=2, async_factor=1, shuffle=shuffle, seed=5)
     return AdmissionController(config, num_prompts=36)
 
 

@@ -13,7 +13,8 @@ import pytest
 from foundation.config import load_config
 from harness.sandbox.labels import MANAGED_LABEL, parse_owner
 from rollout.jobs.config import RunConfig
-from rollout.jobs.swe_run import run_swe_rollout
+from rollout.jobs.run_job import run_job
+from rollout.jobs.run_plan import plan_run_config
 from tests.paths import CONFIGS
 from tests.ray_cluster import local_ray_cluster
 
@@ -63,7 +64,7 @@ async def test_a_run_on_ray_env_workers_runs_and_grades_episodes_on_both_nodes(
         )
         watcher = asyncio.create_task(_watch_owners(docker_client, owners))
         try:
-            result = await run_swe_rollout(config, RUN_CONFIG.parent, tmp_path / "run")
+            result = await run_job(plan_run_config(config, RUN_CONFIG.parent), tmp_path / "run")
         finally:
             watcher.cancel()
     trajectories = [t for batch in result.batches for t in batch.trajectories]

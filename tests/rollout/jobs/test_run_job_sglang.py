@@ -11,7 +11,8 @@ import pytest
 from foundation.config import load_config
 from rollout.core.types import NO_VERSION
 from rollout.jobs.config import RunConfig
-from rollout.jobs.swe_run import run_swe_rollout
+from rollout.jobs.run_job import run_job
+from rollout.jobs.run_plan import plan_run_config
 from rollout.trajectories.hf_tokenizer import HFTokenizer
 from rollout.trajectories.tokenizer import ByteTokenizer
 from tests.paths import CONFIGS
@@ -32,7 +33,7 @@ async def test_a_run_over_http_keeps_every_token_exact_through_weight_updates(
             RunConfig,
             RUN_CONFIG,
             [
-                f'sglang.overrides=["endpoints=[{server.url}]", poll_interval_s=0.1]',
+                f'engine.overrides=["endpoints=[{server.url}]", poll_interval_s=0.1]',
                 "steps=3",
                 "groups_per_step=1",
                 "group_size=4",
@@ -43,7 +44,7 @@ async def test_a_run_over_http_keeps_every_token_exact_through_weight_updates(
                 "seed=3",
             ],
         )
-        result = await run_swe_rollout(config, RUN_CONFIG.parent, tmp_path / "run")
+        result = await run_job(plan_run_config(config, RUN_CONFIG.parent), tmp_path / "run")
         assert server.token_model is not None
         agent = server.token_model.agent
         trajectories = [t for batch in result.batches for t in batch.trajectories]
@@ -87,7 +88,7 @@ async def test_a_run_with_a_models_own_tokenizer_and_chat_template_is_exact(
             RunConfig,
             RUN_CONFIG,
             [
-                f'sglang.overrides=["endpoints=[{server.url}]", poll_interval_s=0.1]',
+                f'engine.overrides=["endpoints=[{server.url}]", poll_interval_s=0.1]',
                 f"tokenizer_path={tokenizer_dir}",
                 "steps=1",
                 "groups_per_step=1",
@@ -99,7 +100,7 @@ async def test_a_run_with_a_models_own_tokenizer_and_chat_template_is_exact(
                 "seed=5",
             ],
         )
-        result = await run_swe_rollout(config, RUN_CONFIG.parent, tmp_path / "run")
+        result = await run_job(plan_run_config(config, RUN_CONFIG.parent), tmp_path / "run")
         assert server.token_model is not None
         agent = server.token_model.agent
     end_of_turn = tokenizer.special_token_id("<|im_end|>")
@@ -131,7 +132,7 @@ async def test_two_servers_as_two_engines_each_keep_their_samples(
             RunConfig,
             RUN_CONFIG,
             [
-                f'sglang.overrides=["endpoints={endpoints}", engine_per_endpoint=true, '
+                f'engine.overrides=["endpoints={endpoints}", engine_per_endpoint=true, '
                 "poll_interval_s=0.1]",
                 "steps=1",
                 "groups_per_step=2",
@@ -143,7 +144,7 @@ async def test_two_servers_as_two_engines_each_keep_their_samples(
                 "seed=4",
             ],
         )
-        result = await run_swe_rollout(config, RUN_CONFIG.parent, tmp_path / "run")
+        result = await run_job(plan_run_config(config, RUN_CONFIG.parent), tmp_path / "run")
     trajectories = [t for batch in result.batches for t in batch.trajectories]
     assert len(trajectories) == 4 and all(t.infra_error is None for t in trajectories)
     served = [

@@ -16,15 +16,15 @@ import yaml
 from pydantic import ValidationError
 
 from envs.example.env import example_tool_specs
-from envs.swe import SWEEnvConfig, load_shipped_tasks
+from envs.swe import load_shipped_tasks
 from envs.swe.actions import swe_tool_specs
 from envs.swe.tool_formats import TOOL_FORMATS, called_tool
 from foundation.errors import ConfigError
 from rollout.engines.base import GenerateRequest, SamplingParams
 from rollout.engines.sim.token_model import TurnPlan
 from rollout.jobs.config import RunConfig
-from rollout.jobs.run_sources import load_run_sources
-from rollout.jobs.swe_run import run_swe_rollout, select_tasks
+from rollout.jobs.run_job import run_job
+from rollout.jobs.run_plan import plan_run_config
 from rollout.observe.integrity import assess_integrity
 from rollout.standins.config import ScriptedPolicyConfig
 from rollout.standins.scripted_agent import ScriptedSWEAgent, agent_script
@@ -64,8 +64,8 @@ def test_source_names_must_be_unique() -> None:
 
 
 def test_an_unknown_env_kind_lists_the_known_ones() -> None:
-    message = _error([{"name": "a", "env": "chess"}])
-    assert "'swe'" in message and "'example'" in message
+    with pytest.raises(ConfigError, match="Known: swe, example; or name your own"):
+        plan_run_config(_mixed([{"name": "a", "env": "chess"}]), MIXED.parent)
 
 
 def test_an_unknown_tool_format_lists_the_known_ones() -> None:
@@ -101,14 +101,7 @@ def test_a_template_file_and_chat_template_file_go_together() -> None:
 def test_a_sources_unknown_task_id_is_a_config_error_naming_the_source() -> None:
     config = _mixed([{"name": "mine", "task_ids": ["no-such-task"]}])
     with pytest.raises(ConfigError, match="task source 'mine': unknown SWE task ids"):
-        load_run_sources(
-            config,
-            MIXED.parent,
-            tokenizer=ByteTokenizer(),
-            hf_tokenizer=None,
-            swe_config=SWEEnvConfig(),
-            select_tasks=select_tasks,
-        )
+        plan_run_config(config, MIXED.parent)
 
 
 def test_a_run_without_sources_plays_the_hermes_calls_it_always_played() -> None:
@@ -184,7 +177,7 @@ async def test_a_mixed_run_renders_samples_and_tools_per_source_and_stays_aligne
         trainer={"train_time_s": 0.1},
     )
     run_dir = tmp_path / "run"
-    result = await run_swe_rollout(config, MIXED.parent, run_dir)
+    result = await run_job(plan_run_config(config, MIXED.parent), run_dir)
 
     by_source = {source["name"]: source for source in SOURCES}
     groups = [group for batch in result.batches for group in batch.groups]
@@ -296,16 +289,8 @@ def test_each_source_renders_with_its_own_template_over_the_runs_tokenizer(
         {"name": "chatml", "chat_template": "chatml", "system_prompt": "hi"},
     ]
     config = _mixed(sources, tokenizer_path=str(tokenizer.path))
-    loaded = load_run_sources(
-        config,
-        MIXED.parent,
-        tokenizer=tokenizer,
-        hf_tokenizer=tokenizer,
-        swe_config=SWEEnvConfig(),
-        select_tasks=select_tasks,
-    )
     rendered = {}
-    for source in loaded:
+    for source in plan_run_config(config, MIXED.parent).sources:
         chat_format = source.chat_format() if source.chat_format is not None else None
         builder = ChatPromptBuilder(
             tokenizer, source.template, [("system", "hi")], chat_format=chat_format
