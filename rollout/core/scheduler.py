@@ -64,9 +64,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
-from enum import IntEnum
+from collections.abc import Iterator
 
 from rollout.core.classes import PriorityClass
 from rollout.core.config import SchedulerConfig
@@ -93,8 +91,22 @@ from rollout.core.scheduler_events import (
     SchedulerEvent,
     StartGeneration,
 )
-from rollout.core.scheduler_index import SeqQueue, VictimHeap, VictimPrimary
+from rollout.core.scheduler_index import SeqQueue
+from rollout.core.scheduler_state import (
+    ALL_KEYS,
+    HIGH_LEVELS,
+    KEY_ORDER,
+    LEVELS,
+    WAITING_STATES,
+    EngineSlots,
+    Entry,
+    KVBlocks,
+    QueueKey,
+    QueueLevel,
+    queue_level,
+)
 from rollout.core.types import Sample, SampleState
+from rollout.core.victims import VictimSelection
 from rollout.errors import SchedulerError
 
 __all__ = [
@@ -123,109 +135,7 @@ __all__ = [
 ]
 
 
-class QueueLevel(IntEnum):
-    """Where a waiting sample stands; lower values get a generation slot first."""
-
-    INTERRUPTED_HIGH = 1
-    BACK_FROM_ENV_HIGH = 2
-    INTERRUPTED_LOW = 3
-    BACK_FROM_ENV_LOW = 4
-    NEW_LOW = 5
-
-
-def queue_level(state: SampleState, *, new: bool, high: bool) -> QueueLevel:
-    """The level of a waiting sample; see the module docstring for the reasons."""
-    if state in (SampleState.PREEMPTED, SampleState.INTERRUPTED):
-        return QueueLevel.INTERRUPTED_HIGH if high else QueueLevel.INTERRUPTED_LOW
-    if state is not SampleState.WAIT_GEN:
-        raise SchedulerError(f"a sample in state {state} is not waiting for a generation slot")
-    if high:
-        return QueueLevel.BACK_FROM_ENV_HIGH
-    return QueueLevel.NEW_LOW if new else QueueLevel.BACK_FROM_ENV_LOW
-
-
-# -- state ------------------------------------------------------------------------------------
-
-
-class _WaitKind(IntEnum):
-    """Why a sample waits; with its group's priority this gives its `QueueLevel`."""
-
-    INTERRUPTED = 0  # preempted or interrupted mid-turn
-    BACK_FROM_ENV = 1
-    NEW = 2
-
-
-_LEVELS: dict[tuple[_WaitKind, bool], QueueLevel] = {
-    (_WaitKind.INTERRUPTED, True): QueueLevel.INTERRUPTED_HIGH,
-    (_WaitKind.BACK_FROM_ENV, True): QueueLevel.BACK_FROM_ENV_HIGH,
-    (_WaitKind.NEW, True): QueueLevel.BACK_FROM_ENV_HIGH,
-    (_WaitKind.INTERRUPTED, False): QueueLevel.INTERRUPTED_LOW,
-    (_WaitKind.BACK_FROM_ENV, False): QueueLevel.BACK_FROM_ENV_LOW,
-    (_WaitKind.NEW, False): QueueLevel.NEW_LOW,
-}
-
-
-@dataclass(slots=True)
-class _Entry:
-    sample: Sample
-    new: bool = True
-    engine: str | None = None
-    queue_seq: int = 0  # arrival order in the waiting queues (FIFO within a level)
-    started_at_s: float = 0.0
-    turn_tokens_before: int = 0  # tokens of this turn from segments that were aborted
-    segment_tokens: int = 0  # tokens of the running segment, as last reported
-    preempt_pending: bool = False
-    act_waiting_since_s: float = 0.0
-    context_tokens: int = 0  # as last reported: the next generation's prompt
-    started_context_tokens: int = 0  # the context when the running generation started
-    level: QueueLevel | None = None  # the level it waits at; None while not waiting
-    klass: PriorityClass = PriorityClass.NORMAL  # its priority class (promotion raises it)
-    waiting_since_s: float = 0.0  # when its current wait (or its last promotion) began
-    starve_token: int = -1  # its live node in the starvation heap; -1: none
-    source: str = ""  # its task source ('' = none)
-
-    @property
-    def turn_tokens(self) -> int:
-        return self.turn_tokens_before + self.segment_tokens
-
-    @property
-    def victim_primary(self) -> VictimPrimary:
-        """The part of the victim key that only its own progress changes."""
-        return (self.turn_tokens, -self.started_at_s)
-
-    @property
-    def wait_kind(self) -> _WaitKind:
-        if self.sample.state in (SampleState.PREEMPTED, SampleState.INTERRUPTED):
-            return _WaitKind.INTERRUPTED
-        return _WaitKind.NEW if self.new else _WaitKind.BACK_FROM_ENV
-
-
-@dataclass(slots=True)
-class _Engine:
-    name: str
-    max_slots: int
-    kv_headroom: float
-    paused: bool = False
-    running: set[str] = field(default_factory=set)
-    draining: set[str] = field(default_factory=set)  # preempted, abort not yet returned
-    # Running low-priority samples not being preempted: the preemption candidates.
-    victims: VictimHeap[_Entry] = field(default_factory=VictimHeap)
-    critical_running: set[str] = field(default_factory=set)  # generating, critical group
-
-    @property
-    def free_slots(self) -> int:
-        return max(0, self.max_slots - len(self.running))
-
-
-@dataclass(slots=True)
-class _KVBlocks:
-    """What KV residency refused in one dispatch pass, so that nothing later overtakes it."""
-
-    engines: dict[str, _Entry] = field(default_factory=dict)  # engine -> first it could not hold
-    live_full: bool = False  # a new sample found no room in the live set
-
-
-class RolloutScheduler:
+class RolloutScheduler(VictimSelection):
     """Events in, decisions out; see the module docstring for the rules.
 
     Every per-event cost is independent of the backlog: waiting samples sit in FIFO queues
@@ -236,14 +146,14 @@ class RolloutScheduler:
 
     def __init__(self, config: SchedulerConfig) -> None:
         self._config = config
-        self._engines: dict[str, _Engine] = {}
-        self._entries: dict[str, _Entry] = {}
+        self._engines: dict[str, EngineSlots] = {}
+        self._entries: dict[str, Entry] = {}
         # Waiting samples by level, and by level and sticky engine (None: not sticky yet).
-        self._levels: dict[_QueueKey, SeqQueue[_Entry]] = {key: SeqQueue() for key in _ALL_KEYS}
-        self._sticky: dict[_QueueKey, dict[str | None, SeqQueue[_Entry]]] = {
-            key: {} for key in _ALL_KEYS
+        self._levels: dict[QueueKey, SeqQueue[Entry]] = {key: SeqQueue() for key in ALL_KEYS}
+        self._sticky: dict[QueueKey, dict[str | None, SeqQueue[Entry]]] = {
+            key: {} for key in ALL_KEYS
         }
-        self._waiting_keys: set[_QueueKey] = set()  # the keys of the non-empty `_levels`
+        self._waiting_keys: set[QueueKey] = set()  # the keys of the non-empty `_levels`
         # Starvation promotion: (deadline, token, sample id) of waiting samples below urgent;
         # a node whose token is not its entry's current `starve_token` is stale (lazy deletion).
         self._starve: list[tuple[float, int, str]] = []
@@ -254,7 +164,7 @@ class RolloutScheduler:
         self._open_low: set[str] = set()  # ... whose KV headroom lets low-priority work start
         self._assignment = PriorityAssignment()
         self._group_engine: dict[str, str] = {}
-        self._group_entries: dict[str, dict[str, _Entry]] = {}  # live samples of each group
+        self._group_entries: dict[str, dict[str, Entry]] = {}  # live samples of each group
         # source_affinity: source -> the engines that have started its samples (and so
         # prefilled its shared prompt; a cache may evict it later: a preference, not a promise)
         self._source_engines: dict[str, set[str]] = {}
@@ -321,7 +231,7 @@ class RolloutScheduler:
             case EngineAdded(engine=name, load=load):
                 if name in self._engines:
                     raise SchedulerError(f"engine {name} was already added")
-                self._engines[name] = _Engine(name, load.max_running_requests, load.kv_headroom)
+                self._engines[name] = EngineSlots(name, load.max_running_requests, load.kv_headroom)
                 self._touch(self._engines[name])
                 if self._residency is not None:
                     self._residency.set_capacity(
@@ -371,7 +281,7 @@ class RolloutScheduler:
     def _on_admitted(self, event: SampleAdmitted) -> None:
         if event.sample_id in self._entries:
             raise SchedulerError(f"sample {event.sample_id} was already admitted")
-        entry = _Entry(
+        entry = Entry(
             Sample(event.sample_id, event.group_id),
             context_tokens=event.context_tokens,
             klass=event.priority_class,
@@ -464,7 +374,7 @@ class RolloutScheduler:
         sample blocked that way may preempt low-priority generations for room.
         """
         decisions: list[Decision] = []
-        kv_blocked = _KVBlocks()
+        kv_blocked = KVBlocks()
         if self._has_free_slot():
             for key in self._keys_waiting():
                 if not self._has_free_slot():
@@ -492,24 +402,24 @@ class RolloutScheduler:
 
     def _waiting_in_order(
         self, *, high_only: bool = False, open_only: bool = False
-    ) -> Iterator[_Entry]:
+    ) -> Iterator[Entry]:
         """Waiting samples level by level, FIFO within a level; samples removed meanwhile are
         skipped. `open_only` may leave out samples sticky to an engine without a free slot
         (dispatch could not start them, and skipping them changes nothing it decides)."""
         for key in self._keys_waiting():
-            if high_only and key[1] not in _HIGH_LEVELS:
+            if high_only and key[1] not in HIGH_LEVELS:
                 continue  # a later class may still have high levels
             yield from self._waiting_at(key, open_only=open_only)
 
-    def _keys_waiting(self) -> list[_QueueKey]:
-        """The (class, level) keys that have waiting samples now, in the order of `_ALL_KEYS`.
+    def _keys_waiting(self) -> list[QueueKey]:
+        """The (class, level) keys that have waiting samples now, in the order of `ALL_KEYS`.
 
         Most of the 20 keys are empty (a single-class run uses 5): walking only these spares
         every dispatch a generator per empty level. Callers take the list before starting
         samples, which only ever empties keys (a key emptied meanwhile yields nothing)."""
-        return sorted(self._waiting_keys, key=_KEY_ORDER.__getitem__)
+        return sorted(self._waiting_keys, key=KEY_ORDER.__getitem__)
 
-    def _waiting_at(self, key: _QueueKey, *, open_only: bool) -> Iterator[_Entry]:
+    def _waiting_at(self, key: QueueKey, *, open_only: bool) -> Iterator[Entry]:
         """The samples waiting at one (class, level), FIFO; see `_waiting_in_order`."""
         if not self._levels[key]:
             return
@@ -529,7 +439,7 @@ class RolloutScheduler:
         else:
             yield from (entry for _, entry in heapq.merge(*(q.items() for q in streams)))
 
-    def _kv_would_hold(self, entry: _Entry, engine: _Engine) -> bool:
+    def _kv_would_hold(self, entry: Entry, engine: EngineSlots) -> bool:
         """Whether KV residency would let `entry` start on `engine` once a slot is free there
         (a slot preempted for a sample that still could not start would only churn)."""
         residency = self._residency
@@ -544,7 +454,7 @@ class RolloutScheduler:
             return False
         return residency.fits(sample_id, engine.name, entry.context_tokens)
 
-    def _kv_exhausted(self, kv_blocked: _KVBlocks) -> bool:
+    def _kv_exhausted(self, kv_blocked: KVBlocks) -> bool:
         """Every engine with a free slot has refused a sample for lack of device KV."""
         if not kv_blocked.engines:
             return False
@@ -556,7 +466,7 @@ class RolloutScheduler:
     def _low_work_may_start(self) -> bool:
         return bool(self._open_low)
 
-    def _touch(self, engine: _Engine) -> None:
+    def _touch(self, engine: EngineSlots) -> None:
         """Keep the open-engine sets current after the engine's slots, pause or KV changed."""
         if engine.free_slots and not engine.paused:
             self._open.add(engine.name)
@@ -568,7 +478,7 @@ class RolloutScheduler:
             self._open.discard(engine.name)
             self._open_low.discard(engine.name)
 
-    def _pick_engine(self, entry: _Entry, high: bool, kv_blocked: _KVBlocks) -> _Engine | None:
+    def _pick_engine(self, entry: Entry, high: bool, kv_blocked: KVBlocks) -> EngineSlots | None:
         residency, sample_id = self._residency, entry.sample.sample_id
         resident = residency is not None and residency.is_resident(sample_id)
         usable = [
@@ -608,7 +518,7 @@ class RolloutScheduler:
                 usable = [engine for engine in usable if engine.name in holding] or usable
         return max(usable, key=lambda engine: (engine.free_slots, engine.kv_headroom))
 
-    def _under_critical_share(self, usable: list[_Engine]) -> list[_Engine]:
+    def _under_critical_share(self, usable: list[EngineSlots]) -> list[EngineSlots]:
         """The usable engines below their share of the critical work (all if none is)."""
         engines = sum(1 for engine in self._engines.values() if not engine.paused)
         # The critical work: every unfinished sample of the critical groups (the assignment
@@ -618,7 +528,7 @@ class RolloutScheduler:
         under = [engine for engine in usable if len(engine.critical_running) < share]
         return under or usable
 
-    def _update_critical_running(self, entry: _Entry) -> None:
+    def _update_critical_running(self, entry: Entry) -> None:
         """Count `entry` among its engine's generating critical samples iff it is one."""
         if entry.engine is None:
             return
@@ -630,17 +540,17 @@ class RolloutScheduler:
         else:
             running.discard(entry.sample.sample_id)
 
-    def _candidate_engines(self, entry: _Entry) -> list[_Engine]:
+    def _candidate_engines(self, entry: Entry) -> list[EngineSlots]:
         if entry.engine is not None:
             engine = self._engine(entry.engine)
             return [] if engine.paused else [engine]
         return [engine for engine in self._engines.values() if not engine.paused]
 
-    def _headroom_allows_low(self, engine: _Engine) -> bool:
+    def _headroom_allows_low(self, engine: EngineSlots) -> bool:
         watermark = self._config.low_priority_kv_watermark
         return watermark == 0.0 or engine.kv_headroom > watermark
 
-    def _start(self, entry: _Entry, engine: _Engine, now_s: float) -> StartGeneration:
+    def _start(self, entry: Entry, engine: EngineSlots, now_s: float) -> StartGeneration:
         resume = entry.sample.state in (SampleState.PREEMPTED, SampleState.INTERRUPTED)
         if entry.engine is None and entry.source and self._config.source_affinity:
             self._source_engines.setdefault(entry.source, set()).add(engine.name)
@@ -668,248 +578,15 @@ class RolloutScheduler:
             resume=resume,
         )
 
-    def _preemptions(self) -> list[Decision]:
-        """One victim (or one slot already being freed) per waiting critical sample."""
-        waiting = self._waiting_in_order(high_only=True)
-        first = next(waiting, None)
-        if first is None:
-            return []  # no critical sample waits: skip ranking every running sample
-        # What is being freed and who may be preempted, counted once a sample needs a slot.
-        freeing: dict[str, int] | None = None
-        freeing_left = victims_left = 0
-        decisions: list[Decision] = []
-        for entry in itertools.chain((first,), waiting):
-            if freeing is not None and not victims_left and not freeing_left:
-                break
-            sticky = entry.engine
-            if (sticky in self._open) if sticky is not None else bool(self._open):
-                continue  # a slot it may use is free: it waits for KV or live-set room
-            if freeing is None:
-                engines = self._engines
-                freeing = {
-                    name: len(engines[name].draining)
-                    for name in self._draining_engines
-                    if not engines[name].paused
-                }
-                freeing_left = sum(freeing.values())
-                victims_left = self._victims_total
-                if not victims_left and not freeing_left:
-                    break
-            if sticky is not None:
-                engine = self._engines[sticky]
-                if not freeing.get(sticky, 0) and (engine.paused or not engine.victims):
-                    continue  # its one engine has neither a slot being freed nor a victim
-            candidates = self._candidate_engines(entry)
-            candidates = [engine for engine in candidates if self._kv_would_hold(entry, engine)]
-            targets = [engine.name for engine in candidates]  # a slot it could not use: none
-            claimed = next((name for name in targets if freeing.get(name, 0) > 0), None)
-            if claimed is not None:
-                freeing[claimed] -= 1
-                freeing_left -= 1
-                continue
-            victim = (
-                self._best_victim_at_or_below(candidates, entry.klass)
-                if self._classed_live
-                else self._best_victim(candidates)
-            )
-            if victim is None:
-                continue
-            victims_left -= 1
-            why = f"waits and every slot on engine {victim.engine} is taken"
-            decisions.append(self._preempt(victim, entry, why))
-        return decisions
-
-    def _class_preemptions(self) -> list[Decision]:
-        """A waiting sample may preempt a running one of a lower class (higher rank) where
-        every slot it may use is taken; one victim (or one slot being freed) per waiting sample,
-        in waiting order. Runs only while some live sample is not `normal`. Costs the running
-        samples of the full engines (bounded by their slots) plus the waiting samples of the
-        classes above the lowest running one."""
-        worst: dict[str, int] = {}  # full unpaused engine -> lowest running class's rank
-        freeing: dict[str, int] = {}
-        for engine in self._engines.values():
-            if engine.paused or engine.name in self._open:
-                continue
-            freeing[engine.name] = len(engine.draining)
-            ranks = [
-                self._entries[sid].klass.rank
-                for sid in engine.running
-                if sid not in engine.draining
-            ]
-            if ranks:
-                worst[engine.name] = max(ranks)
-        if not worst:
-            return []
-        floor = max(worst.values())
-        decisions: list[Decision] = []
-        for key in _ALL_KEYS:
-            if key[0].rank >= floor:
-                break  # no running sample is below this class
-            for entry in self._waiting_at(key, open_only=False):
-                sticky = entry.engine
-                if (sticky in self._open) if sticky is not None else bool(self._open):
-                    continue  # a slot it may use is free
-                engines = [
-                    engine
-                    for engine in self._candidate_engines(entry)
-                    if self._kv_would_hold(entry, engine)
-                ]
-                claimed = next((e.name for e in engines if freeing.get(e.name, 0) > 0), None)
-                if claimed is not None:
-                    freeing[claimed] -= 1
-                    continue
-                rank = entry.klass.rank
-                victims = [
-                    victim
-                    for engine in engines
-                    if worst.get(engine.name, -1) > rank
-                    for sid in engine.running
-                    if sid not in engine.draining
-                    and (victim := self._entries[sid]).klass.rank > rank
-                ]
-                if not victims:
-                    continue
-                victim = min(  # lowest class, then not critical, then the usual victim key
-                    victims,
-                    key=lambda v: (
-                        -v.klass.rank,
-                        self._assignment.is_critical(v.sample.group_id),
-                        self._victim_key(v),
-                    ),
-                )
-                why = (
-                    f"({entry.klass}) waits and every slot on engine {victim.engine} is taken; "
-                    f"{victim.sample.sample_id} is of the lower class {victim.klass}"
-                )
-                decisions.append(self._preempt(victim, entry, why))
-        return decisions
-
-    def _preempt(self, victim: _Entry, waiting: _Entry, why: str) -> Preempt:
-        """Mark `victim` as being preempted for `waiting` (its slot counts as freeing)."""
-        assert victim.engine is not None
-        victim.preempt_pending = True
-        self._engines[victim.engine].draining.add(victim.sample.sample_id)
-        self._draining_engines.add(victim.engine)
-        self._update_victim(victim)
-        return Preempt(
-            victim.sample.sample_id,
-            victim.engine,
-            reason=(
-                f"critical sample {waiting.sample.sample_id} {why}; {victim.sample.sample_id} "
-                f"is the low-priority generation with the least work in its turn "
-                f"({victim.turn_tokens} tokens)"
-            ),
-            for_sample_id=waiting.sample.sample_id,
-        )
-
-    def _kv_preemptions(self, kv_blocked: dict[str, _Entry]) -> list[Decision]:
-        """Make device KV room for the first critical sample each engine could not hold.
-
-        Victims are that engine's running low-priority generations, best victim first, until
-        the room they free (with what earlier preemptions are already freeing) covers its need.
-        """
-        residency = self._residency
-        critical = {
-            name: waiting
-            for name, waiting in kv_blocked.items()
-            if self._assignment.is_critical(waiting.sample.group_id)
-        }
-        if residency is None or not critical:
-            return []  # skip ranking every running sample
-        decisions: list[Decision] = []
-        for name, waiting in sorted(critical.items()):
-            engine = self._engines[name]
-            room = residency.room(name) or 0
-            room += sum(residency.held(sample_id) for sample_id in engine.draining)
-            need = residency.need(waiting.sample.sample_id, name, waiting.context_tokens)
-            while room < need and not engine.paused:
-                victim = self._best_victim([engine])  # each is preempted, so the next is new
-                if victim is None:
-                    break
-                room += residency.held(victim.sample.sample_id)
-                why = f"needs {need} tokens of device KV on engine {name}"
-                decisions.append(self._preempt(victim, waiting, why))
-        return decisions
-
-    def _best_victim(self, engines: Iterable[_Engine]) -> _Entry | None:
-        """The best victim (smallest `_victim_key`) among the engines' running low-priority
-        samples not already being preempted; None if there is none."""
-        heads = [
-            (primary, engine)
-            for engine in engines
-            if (primary := engine.victims.min_primary()) is not None
-        ]
-        if not heads:
-            return None
-        smallest = min(primary for primary, _ in heads)
-        tied = [
-            entry
-            for primary, engine in heads
-            if primary == smallest
-            for entry in engine.victims.tied(primary)
-        ]
-        return min(tied, key=self._victim_key)
-
-    def _best_victim_at_or_below(
-        self, engines: Iterable[_Engine], klass: PriorityClass
-    ) -> _Entry | None:
-        """Like `_best_victim`, but only from `klass` or a lower class (lowest class first): a
-        critical sample never preempts a higher class. Scans the engines' running samples
-        (bounded by their slots); used only while some live sample is not `normal`."""
-        victims = [
-            victim
-            for engine in engines
-            for sid in engine.running
-            if sid not in engine.draining
-            and (victim := self._entries[sid]).klass.rank >= klass.rank
-            and not victim.preempt_pending
-            and not self._assignment.is_critical(victim.sample.group_id)
-        ]
-        if not victims:
-            return None
-        return min(victims, key=lambda v: (-v.klass.rank, self._victim_key(v)))
-
-    def _update_victim(self, entry: _Entry) -> None:
-        """Keep `entry`'s place among its engine's preemption candidates current."""
-        if entry.engine is None:
-            return
-        engine = self._engines[entry.engine]
-        victims, before = engine.victims, len(engine.victims)
-        if (
-            entry.sample.state is SampleState.GEN
-            and not entry.preempt_pending
-            and not self._assignment.is_critical(entry.sample.group_id)
-        ):
-            victims.add(entry.sample.sample_id, entry.victim_primary, entry)
-        else:
-            victims.discard(entry.sample.sample_id)
-        if not engine.paused:
-            self._victims_total += len(victims) - before
-
-    def _set_paused(self, engine: _Engine, *, paused: bool) -> None:
-        if engine.paused != paused:  # its candidates leave or rejoin the count
-            self._victims_total += -len(engine.victims) if paused else len(engine.victims)
-        engine.paused = paused
-        self._touch(engine)
-
-    def _victim_key(self, entry: _Entry) -> tuple[int, float, int, str]:
-        """Fewest tokens this turn, then latest start, then lowest-priority group, then id."""
-        return (
-            entry.turn_tokens,
-            -entry.started_at_s,
-            -self._assignment.rank(entry.sample.group_id),
-            entry.sample.sample_id,
-        )
-
     # -- helpers ---------------------------------------------------------------------------
 
-    def _enqueue(self, entry: _Entry) -> None:
+    def _enqueue(self, entry: Entry) -> None:
         self._queue(entry, self._queue_seq)
         self._queue_seq += 1
         entry.waiting_since_s = self._now_s
         self._arm_starvation(entry)
 
-    def _arm_starvation(self, entry: _Entry) -> None:
+    def _arm_starvation(self, entry: Entry) -> None:
         """Give the waiting `entry` a promotion deadline (none once urgent or with no bound)."""
         bound = self._config.starvation_bound_s
         if bound is None or entry.klass is PriorityClass.URGENT:
@@ -950,9 +627,9 @@ class RolloutScheduler:
             decisions.append(Promote(entry.sample.sample_id, before, entry.klass, waited))
         return decisions
 
-    def _queue(self, entry: _Entry, seq: int) -> None:
+    def _queue(self, entry: Entry, seq: int) -> None:
         entry.queue_seq = seq
-        level = _LEVELS[entry.wait_kind, self._assignment.is_critical(entry.sample.group_id)]
+        level = LEVELS[entry.wait_kind, self._assignment.is_critical(entry.sample.group_id)]
         entry.level = level
         key = (entry.klass, level)
         self._levels[key].add(seq, entry)
@@ -963,7 +640,7 @@ class RolloutScheduler:
             sticky = by_engine[entry.engine] = SeqQueue()
         sticky.add(seq, entry)
 
-    def _dequeue(self, entry: _Entry) -> None:
+    def _dequeue(self, entry: Entry) -> None:
         level = entry.level
         if level is None:
             return
@@ -979,7 +656,7 @@ class RolloutScheduler:
         if not sticky:
             del by_engine[entry.engine]
 
-    def _turn_written(self, entry: _Entry, context_tokens: int) -> None:
+    def _turn_written(self, entry: Entry, context_tokens: int) -> None:
         """A generation ended with `context_tokens`: a critical sample keeps its device KV
         through the tool call, a low-priority one gives it up (see kv_residency)."""
         if not context_tokens:
@@ -996,7 +673,7 @@ class RolloutScheduler:
         else:
             residency.release(entry.sample.sample_id)
 
-    def _release_slot(self, entry: _Entry) -> None:
+    def _release_slot(self, entry: Entry) -> None:
         if entry.engine is not None:
             engine = self._engine(entry.engine)
             engine.running.discard(entry.sample.sample_id)
@@ -1011,11 +688,11 @@ class RolloutScheduler:
             self._touch(engine)
         entry.preempt_pending = False
 
-    def _finish(self, entry: _Entry) -> None:
+    def _finish(self, entry: Entry) -> None:
         sample_id = entry.sample.sample_id
         if entry.sample.state is SampleState.GEN:
             self._release_slot(entry)
-        elif entry.sample.state in _WAITING_STATES:
+        elif entry.sample.state in WAITING_STATES:
             self._dequeue(entry)
         entry.sample.advance(SampleState.DONE)
         del self._entries[sample_id]
@@ -1032,7 +709,7 @@ class RolloutScheduler:
             del self._group_entries[group_id]
             self._group_engine.pop(group_id, None)
 
-    def _entry(self, sample_id: str) -> _Entry:
+    def _entry(self, sample_id: str) -> Entry:
         try:
             return self._entries[sample_id]
         except KeyError:
@@ -1041,7 +718,7 @@ class RolloutScheduler:
                 "finished); report SampleAdmitted first and nothing after it finishes"
             ) from None
 
-    def _entry_in(self, sample_id: str, state: SampleState) -> _Entry:
+    def _entry_in(self, sample_id: str, state: SampleState) -> Entry:
         entry = self._entry(sample_id)
         if entry.sample.state is not state:
             raise SchedulerError(
@@ -1049,7 +726,7 @@ class RolloutScheduler:
             )
         return entry
 
-    def _engine(self, name: str) -> _Engine:
+    def _engine(self, name: str) -> EngineSlots:
         try:
             return self._engines[name]
         except KeyError:
@@ -1057,15 +734,3 @@ class RolloutScheduler:
             raise SchedulerError(
                 f"engine {name!r} is unknown (known: {known}); report EngineAdded first"
             ) from None
-
-
-_WAITING_STATES = (SampleState.WAIT_GEN, SampleState.PREEMPTED, SampleState.INTERRUPTED)
-_HIGH_LEVELS = (QueueLevel.INTERRUPTED_HIGH, QueueLevel.BACK_FROM_ENV_HIGH)
-_QueueKey = tuple[PriorityClass, QueueLevel]
-# Classes by rank, and the five levels inside each: the order waiting samples get slots in.
-_ALL_KEYS: tuple[_QueueKey, ...] = tuple(
-    (klass, level)
-    for klass in sorted(PriorityClass, key=lambda klass: klass.rank)
-    for level in QueueLevel
-)
-_KEY_ORDER: dict[_QueueKey, int] = {key: index for index, key in enumerate(_ALL_KEYS)}

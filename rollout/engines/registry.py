@@ -205,7 +205,11 @@ class EngineBackendRegistry:
 
 def _load_backend(spec: str, base_dir: Path | None) -> EngineBackend:
     found = load_object(spec, base_dir, what="engine backend")
-    backend = found() if isinstance(found, type) or _is_plain_function(found) else found
+    backend = (
+        found()
+        if callable(found) and (isinstance(found, type) or _is_plain_function(found))
+        else found
+    )
     if not isinstance(backend, EngineBackend):
         raise ConfigError(
             f"engine backend {spec!r} is a {type(backend).__name__}, not an EngineBackend (name, "

@@ -147,8 +147,17 @@ def default_policy_registry() -> PolicyRegistry:
     """A fresh registry holding every preset of the module docstring."""
     registry = PolicyRegistry()
     for config in _preset_configs():
-        registry.register(config.name, lambda config=config: RolloutPolicy(config))
+        registry.register(config.name, _preset(config))
     return registry
+
+
+def _preset(config: PolicyConfig) -> PolicyFactory:
+    """A factory of fresh `RolloutPolicy` objects with `config`'s flags."""
+
+    def make() -> RolloutPolicy:
+        return RolloutPolicy(config)
+
+    return make
 
 
 def builtin_policies() -> Mapping[str, RolloutPolicy]:

@@ -20,6 +20,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from envs.swe.actions import openai_tool_schemas
 from envs.swe.factory import SandboxSpec, sandboxes_for
@@ -307,7 +308,7 @@ def _sessions(
             if turns is not None:  # (a served model reads its task from the prompt)
                 agent.register_script(session_id, turns, key)
 
-        options = {
+        options: dict[str, Any] = {
             "system_prompt": source.system_prompt,
             "template": source.template,
             "priorities": (loop.high_priority, loop.low_priority),

@@ -23,7 +23,6 @@ from scratch, consumed ones never again (no loss, no duplicates).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncGenerator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import TracebackType
@@ -36,14 +35,7 @@ from rollout.core.admission import AdmissionController
 from rollout.core.classes import PriorityClass
 from rollout.core.config import RolloutConfig
 from rollout.core.deadline import (
-    DeadlinePhase,
-    DeadlinePlan,
-    GroupProgress,
     StepDeadline,
-    deadline_phase,
-    plan_truncation,
-    proceeds_short,
-    request_deadline,
 )
 from rollout.core.decision_log import DecisionLog
 from rollout.core.predictors import LengthPredictor, build_predictor
@@ -61,8 +53,8 @@ from rollout.core.scheduler_events import (
 from rollout.core.sources import SourcePrompts
 from rollout.core.tool_latency import ToolLatencyEstimator
 from rollout.core.types import Group, SampleProgress, Trajectory, make_sample_id
-from rollout.engines.base import Engine, EngineError, GenerateRequest, GenerateResult
-from rollout.errors import RolloutError, SchedulerError
+from rollout.engines.base import Engine, GenerateRequest, GenerateResult
+from rollout.errors import RolloutError
 from rollout.observe.timeseries import EngineCounters, TimeseriesSampler
 from rollout.runtime.agent_loop import AgentLoop
 from rollout.runtime.config import AgentLoopConfig, ConductorConfig
@@ -70,6 +62,8 @@ from rollout.runtime.dispatch import DispatchCounts, Dispatcher, scheduler_view
 from rollout.runtime.env_session import SampleRef, SessionFactory
 from rollout.runtime.loop_host import GenerationTicket
 from rollout.runtime.policy import LiveLimit, LiveLimitContext, RolloutPolicy
+from rollout.runtime.retired_groups import RetiredGroups
+from rollout.runtime.step_deadlines import StepDeadlines
 from rollout.trajectories.batch import Batch
 from rollout.trajectories.sink import TrajectorySink
 
@@ -92,7 +86,7 @@ class ConductorStats:
     batches: int = 0
 
 
-class Conductor:
+class Conductor(StepDeadlines, RetiredGroups):
     """See the module docstring. Use as `async with Conductor(...) as conductor:`.
 
     Args:
@@ -336,144 +330,10 @@ class Conductor:
             self._recompute_priorities()
             yield batch
 
-    # -- deadlines (rollout.core.deadline) -------------------------------------------------
-
-    async def _await_by_deadline(self, requested_s: float, size: int) -> StepDeadline:
-        """Wait for `size` ready groups, truncating and cancelling as the deadline nears;
-        returns how many groups to take (fewer than `size` only for a `proceed` step)."""
-        config = self._config.deadline
-        assert config.step_budget_s is not None
-        deadline_s = requested_s + config.step_budget_s
-        self._step_deadline_s = deadline_s
-        try:
-            return await self._await_step(requested_s, deadline_s, size)
-        finally:
-            self._step_deadline_s = None
-            self._lift_hold()
-
-    async def _await_step(self, requested_s: float, deadline_s: float, size: int) -> StepDeadline:
-        config = self._config.deadline
-        assert config.step_budget_s is not None
-        truncated: set[str] = set()
-        cancelled: set[str] = set()
-        hit = False
-        while True:
-            ready = self._sink.ready_groups
-            if ready >= size:
-                take, short = size, False
-                break
-            now = self._clock.now()
-            phase = deadline_phase(now, deadline_s, config.truncate_margin_s)
-            if phase is not DeadlinePhase.BEFORE:
-                hit = True
-                plan = plan_truncation(self._group_progress(), size - ready)
-                if plan.hold and phase is DeadlinePhase.TRUNCATE:
-                    self._hold = self._hold or asyncio.Event()
-                else:  # nothing left to compete with, or past the deadline: resume them
-                    self._lift_hold()
-                await self._apply_plan(plan, truncated, cancelled)
-                ready = self._sink.ready_groups
-                if ready >= size:
-                    continue
-            if proceeds_short(phase, ready, size, proceed=config.short_batch == "proceed"):
-                take, short = ready, True
-                break
-            self._group_ready.clear()
-            # Past the truncation point, re-plan on a short period: samples that start later
-            # (a late container, a retry) must be cut too.
-            replan_s = now + config.replan_interval_s
-            wake_s = {
-                DeadlinePhase.BEFORE: deadline_s - config.truncate_margin_s,
-                DeadlinePhase.TRUNCATE: min(deadline_s, replan_s),
-            }.get(phase, replan_s)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(None if wake_s is None else max(0.0, wake_s - now)):
-                    await self._group_ready.wait()
-        return StepDeadline(
-            budget_s=config.step_budget_s,
-            hit=hit,
-            truncated=len(truncated),
-            cancelled=len(cancelled),
-            groups=take,
-            wanted=size,
-            short=short,
-        )
-
-    def _lift_hold(self) -> None:
-        hold, self._hold = self._hold, None
-        if hold is not None:
-            hold.set()
-
-    @property
-    def request_deadline_s(self) -> float | None:
-        """The deadline of a generation request sent now (`rollout.core.deadline`)."""
-        margin_s = self._config.deadline.truncate_margin_s
-        return request_deadline(self._clock.now(), self._step_deadline_s, margin_s)
-
     def _note(self, kind: str, **fields: Any) -> None:
         """Record a conductor decision in the decision log, if one is kept."""
         if self._decisions is not None:
             self._decisions.note(kind, self._clock.now(), **fields)
-
-    def _group_progress(self) -> list[GroupProgress]:
-        """The admitted groups not complete yet: what a deadline plan is made from."""
-        progress = []
-        for order, group in enumerate(self._admission.live_groups):
-            if group.group_id in self._completed_s:
-                continue  # ready, waiting for the trainer
-            running: list[str] = []
-            generating: set[str] = set()
-            for sample_id in group.sample_ids():
-                loop = self._live_loop(sample_id)
-                if loop is None:
-                    continue
-                running.append(sample_id)
-                if loop.generation_in_flight is not None:
-                    generating.add(sample_id)
-            done = self._done_samples.get(group.group_id, 0)
-            progress.append(
-                GroupProgress(
-                    group.group_id, group.size, done, tuple(running), frozenset(generating), order
-                )
-            )
-        return progress
-
-    def _live_loop(self, sample_id: str) -> AgentLoop | None:
-        try:
-            target = self._dispatcher.channel(sample_id).target
-        except SchedulerError:
-            return None
-        return target if isinstance(target, AgentLoop) else None
-
-    async def _apply_plan(
-        self, plan: DeadlinePlan, truncated: set[str], cancelled: set[str]
-    ) -> None:
-        """Truncate and cancel what `plan` says; a generation is cancelled at most once a step."""
-        for sample_id in plan.truncate:
-            loop = self._live_loop(sample_id)
-            if loop is None or loop.truncation_reason is not None:
-                continue  # (a retried attempt is a new loop: it is truncated too)
-            truncated.add(sample_id)
-            self._note("truncate", sample_id=sample_id, reason="deadline")
-            await loop.truncate("deadline", cut_tool_call=self._config.deadline.cut_tool_calls)
-            if loop.waiting_for_generation:  # hand it a ticket so it notices, and ends
-                with contextlib.suppress(SchedulerError):
-                    wake = GenerationTicket(sample_id, "", "", high=False, abort_requested=True)
-                    self._dispatcher.channel(sample_id).offer(wake)
-        for sample_id in plan.cancel:
-            loop = self._live_loop(sample_id)
-            ticket = None if loop is None else loop.generation_in_flight
-            if ticket is None or sample_id in cancelled:
-                continue
-            cancelled.add(sample_id)  # aborted now, resumed from its partial output later
-            ticket.abort_requested = True
-            ticket.abort_reason = "deadline: cannot help this step"
-            ticket.hold = self._hold  # (None: it may resume at once)
-            held = ticket.hold is not None
-            reason = ticket.abort_reason
-            self._note("cancel", sample_id=sample_id, rid=ticket.rid, held=held, reason=reason)
-            with contextlib.suppress(EngineError, OSError):
-                await self._engines[ticket.engine].abort(ticket.rid)
 
     async def update_weights(self, version: int) -> None:
         """Install policy `version` (= optimizer steps done) on every engine.
@@ -573,88 +433,6 @@ class Conductor:
             info = {**trajectory.info, "source": group.source, "priority_class": str(klass)}
             trajectory = replace(trajectory, info=info)
         self._complete(trajectory)
-
-    async def _on_policy_attempts(self, group: Group, index: int) -> Trajectory:
-        """`_attempts`; under `retired_requests: cancel`, started again from scratch each time a
-        weight update retires its group, until its tokens have one policy version."""
-        if self._config.retired_requests == "resume":
-            return await self._attempts(group, index)
-        sample_id = make_sample_id(group.group_id, group.attempt, index)
-        while True:
-            self._spent.discard(sample_id)
-            run = asyncio.ensure_future(self._attempts(group, index))
-            self._runs[sample_id] = run
-            try:
-                trajectory = await run
-            except asyncio.CancelledError:
-                current = asyncio.current_task()
-                if not run.cancelled() or (current is not None and current.cancelling()):
-                    raise  # the conductor is closing, not a retired-version restart
-                self.stats.restarted_samples += 1
-                continue
-            finally:
-                self._runs.pop(sample_id, None)
-                self._spent.discard(sample_id)
-            stale = sample_id in self._stale  # ended just before its group was retired
-            self._stale.discard(sample_id)
-            if not stale and len(set(_generated_versions(trajectory))) <= 1:
-                return trajectory
-            self.stats.restarted_samples += 1  # an update slipped past the cancel: run again
-
-    def _retire_groups(self) -> None:
-        """`retired_requests: cancel` at a weight update: every group not complete yet that
-        holds tokens of the version just retired is re-run as a whole (one version per group,
-        as GRPO compares a group's samples): its generating samples are cancelled and start
-        again, its finished ones leave the sink and run again. Groups that generated nothing
-        yet, and complete groups (written once, one version each), are left alone."""
-        spent, self._spent = self._spent, set()
-        for group in self._admission.live_groups:
-            if group.group_id in self._completed_s:
-                continue
-            members = group.sample_ids()
-            pending = self._sink.pending_members(group.group_id)
-            finished = [t for t in pending if _generated_versions(t)]
-            if not finished and spent.isdisjoint(members):
-                continue
-            self.stats.restarted_groups += 1
-            for sample_id in members:
-                run = self._runs.get(sample_id)
-                if run is None:
-                    continue  # (not started: nothing to retire)
-                if run.done():
-                    self._stale.add(sample_id)  # ended, not in the sink yet: run it again
-                elif sample_id in spent:
-                    run.cancel()  # starts again in _on_policy_attempts
-            self._rerun(group, [t.sample_id for t in finished])
-
-    def _fits_group(self, group: Group, trajectory: Trajectory) -> bool:
-        """Whether `trajectory` may join its group's finished samples (cancel mode): their
-        generated tokens share one policy version. If not, the samples of older versions are
-        run again (this one included: False)."""
-        versions = {
-            t.sample_id: set(_generated_versions(t))
-            for t in self._sink.pending_members(group.group_id)
-        }
-        versions[trajectory.sample_id] = set(_generated_versions(trajectory))
-        seen = {version for each in versions.values() for version in each}
-        if len(seen) <= 1:
-            return True
-        newest = max(seen)
-        old = [s for s, v in versions.items() if v and v != {newest}]
-        self.stats.restarted_groups += 1
-        self._rerun(group, [s for s in old if s != trajectory.sample_id])
-        if trajectory.sample_id in old:
-            self.stats.restarted_samples += 1
-            return False
-        return True
-
-    def _rerun(self, group: Group, sample_ids: Sequence[str]) -> None:
-        """Take `sample_ids` of `group` back from the sink and run each again from scratch."""
-        for trajectory in self._sink.discard(group.group_id, sample_ids):
-            self.stats.restarted_samples += 1
-            self._done_samples[group.group_id] -= 1
-            self._keeper.sample_restarted(trajectory)
-            self._spawn(self._run_sample(group, trajectory.sample_index), trajectory.sample_id)
 
     async def _attempts(self, group: Group, index: int) -> Trajectory:
         """Run the sample until an attempt succeeds or `max_attempts` have failed."""
@@ -789,8 +567,3 @@ class Conductor:
 def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
     first = group.exceptions[0]
     return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
-
-
-def _generated_versions(trajectory: Trajectory) -> list[int]:
-    """The policy versions of the tokens the model generated (loss-mask 1)."""
-    return [v for v, m in zip(trajectory.versions, trajectory.loss_mask, strict=True) if m]
