@@ -29,6 +29,8 @@ from pydantic import (
     model_validator,
 )
 
+from foundation.errors import ConductorError
+
 __all__ = [
     "DEFAULT_TEST_CMD",
     "SHIPPED_TASKSET_DIR",
@@ -54,7 +56,7 @@ _LIST_FIELDS = ("FAIL_TO_PASS", "PASS_TO_PASS", "test_files")
 _OMITTED_WHEN_DEFAULT = ("test_env_setup", "repo_path", "image")
 
 
-class TaskSetError(ValueError):
+class TaskSetError(ConductorError, ValueError):
     """A task file cannot be read, or (strict loading) holds invalid records."""
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
 
 import typer
@@ -26,6 +27,33 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_show_locals=False,
 )
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"conductor (aio-conductor) {_version()}")
+        raise typer.Exit()
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("aio-conductor")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed: pip install -e .)"
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        help="print the version and exit",
+    ),
+) -> None:
+    """AIO Batch Conductor: agentic-RL rollouts with Docker envs, critical-group scheduling and
+    a priority-aware KV cache. Start with `conductor run` (the embedded default)."""
+
+
 app.command("run")(run)
 app.command("report")(report)
 app.command("replay")(replay)

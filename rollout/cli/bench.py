@@ -13,8 +13,8 @@ from rich.markup import escape
 from rich.progress import Progress
 from rich.table import Table
 
+from foundation.errors import ConductorError
 from harness.bench import EnvBenchConfig, run_env_bench, summarize
-from harness.errors import HarnessError
 from harness.images import ensure_base_image
 from harness.sandbox.docker import docker_client
 from rollout.cli.console import console, fail
@@ -47,7 +47,7 @@ def bench_env(
             result = asyncio.run(
                 run_env_bench(client, image, config, progress=lambda line: status.update(line))
             )
-    except HarnessError as exc:
+    except ConductorError as exc:
         fail(str(exc))
     table = Table(title=f"env pool benchmark (image {image}, command `{config.command}`)")
     for column in ("measure", "p50", "p99", "comparison"):
@@ -252,7 +252,7 @@ def bench_swe(
                     progress=lambda line: status.update(line),
                 )
             )
-    except HarnessError as exc:
+    except ConductorError as exc:
         fail(str(exc))
     table = Table(title="SWE env benchmark (shipped task set, Docker)")
     table.add_column("measure")

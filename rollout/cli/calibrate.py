@@ -9,7 +9,7 @@ import typer
 import yaml
 
 from foundation.config import load_config
-from harness.errors import HarnessError
+from foundation.errors import ConductorError
 from rollout.cli.console import console, fail
 
 __all__ = ["app"]
@@ -34,7 +34,7 @@ def calibrate_gpu(
 
     try:
         config = load_config(CalibrationConfig, shapes)
-    except HarnessError as exc:
+    except ConductorError as exc:
         fail(str(exc))
     if quick:
         config = quick_sweep(config)
@@ -80,7 +80,7 @@ def calibrate_apply(
     target.write_text(header + yaml.safe_dump(calibrated, sort_keys=False))
     try:
         load_config(ServedModelConfig, target)
-    except HarnessError as exc:
+    except ConductorError as exc:
         fail(f"the calibrated config does not validate: {exc}")
     link = (fitted.h2d_bytes_per_s + fitted.d2h_bytes_per_s) / 2 / 1e9
     console.print(f"wrote {target}; the engine's link: configs/engine/sim.yaml link bandwidth "

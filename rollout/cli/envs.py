@@ -9,6 +9,7 @@ import typer
 from pydantic import ValidationError
 
 from foundation.config import load_config
+from foundation.errors import ConductorError
 from harness.errors import ConfigError, HarnessError
 from harness.fleet.docker_hosts import reap_hosts
 from harness.pool import PoolConfig
@@ -41,7 +42,7 @@ def reap(
             _print_report("", reap_containers(docker_client(), remove_all=all_containers))
             return
         reports = asyncio.run(reap_hosts(config, remove_all=all_containers))
-    except HarnessError as exc:
+    except ConductorError as exc:
         fail(str(exc))
     unreachable = []
     for name, report in reports.items():

@@ -16,7 +16,7 @@ from pathlib import Path
 import typer
 
 from foundation.config import load_config
-from harness.errors import HarnessError
+from foundation.errors import ConductorError
 from rollout.cli.console import config_and_overrides, console, fail
 from rollout.jobs.serve_sim import ServeSimConfig, serve_forever
 
@@ -28,17 +28,44 @@ DEFAULT_SERVE_SIM_CONFIG = Path(__file__).parents[2] / "configs/serve_sim/defaul
 def serve_sim(
     config: Path = typer.Argument(DEFAULT_SERVE_SIM_CONFIG, help="serve-sim config (YAML)"),
     overrides: list[str] = typer.Argument(None, help="key=value overrides, e.g. port=30001"),
+    host: str | None = typer.Option(None, "--host", help="interface to listen on (as SGLang's)"),
+    port: int | None = typer.Option(
+        None, "--port", min=0, max=65535, help="port to listen on; 0 picks a free one"
+    ),
+    served_model_name: str | None = typer.Option(
+        None, "--served-model-name", help="the model name /v1/models and replies report"
+    ),
+    tokenizer_path: str | None = typer.Option(
+        None, "--tokenizer-path", help="the model's tokenizer directory (transformers format)"
+    ),
+    max_running_requests: int | None = typer.Option(
+        None, "--max-running-requests", min=1, help="generation slots of the simulated engine"
+    ),
+    chunked_prefill_size: int | None = typer.Option(
+        None, "--chunked-prefill-size", min=1, help="prefill chunk of the simulated engine"
+    ),
 ) -> None:
     """Serve the simulated engine on SGLang's HTTP API (/generate, abort, pause, weights, ...).
 
     Wall-clock paced on the cost model; scripted SWE agents answer prompts of the shipped SWE
     tasks, filler text answers the rest. Point the SGLang engine client or SGLang's own HTTP
-    test kits at it. Stop it with Ctrl-C.
+    test kits at it. SGLang's server flags that mean something here are accepted as such
+    (`--host`, `--port`, `--served-model-name`, `--tokenizer-path`, `--max-running-requests`,
+    `--chunked-prefill-size`); every other setting is a key=value override. Stop it with Ctrl-C.
     """
     config, extra = config_and_overrides(config, overrides, DEFAULT_SERVE_SIM_CONFIG)
+    flags = {
+        "host": host,
+        "port": port,
+        "served_model_name": served_model_name,
+        "tokenizer_path": tokenizer_path,
+        "engine.max_running_requests": max_running_requests,
+        "engine.chunked_prefill_tokens": chunked_prefill_size,
+    }
+    extra += [f"{key}={value}" for key, value in flags.items() if value is not None]
     try:
         settings = load_config(ServeSimConfig, config, extra)
-    except HarnessError as exc:
+    except ConductorError as exc:
         fail(str(exc))
 
     def ready(port: int) -> None:
