@@ -27,6 +27,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_show_locals=False,
 )
+
+
 def _print_version(value: bool) -> None:
     if value:
         typer.echo(f"conductor (aio-conductor) {_version()}")
