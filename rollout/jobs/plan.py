@@ -65,7 +65,7 @@ RUN_SHAPE = (
 )
 """Rollout-core settings the run's shape fixes (step 3)."""
 
-_DERIVED = "a derived policy, e.g. policy={name: mine, base: conductor, FLAG: VALUE}"
+_DERIVED = "a derived policy, e.g. \"policy={name: mine, base: conductor, FLAG: VALUE}\""
 
 POLICY_OWNED_ROLLOUT = (
     Owned(("scheduler", "preemption"), "the policy's preemption flag", _DERIVED),
@@ -89,14 +89,18 @@ def check_owned(section: str, where: str, origins: Origins, owned: Iterable[Owne
     """Raise `ConfigError` naming every owned setting that `origins` says a file or override
     set (`where` names the section's file)."""
     problems = [
-        f"{section}.{'.'.join(rule.path)} is set ({origins.of(rule.path)}), but {rule.owner} "
-        f"sets it and would overwrite it: remove it from {where} and set it with "
-        f"{rule.instead}"
+        f"{section}.{'.'.join(rule.path)} is set {_where_set(origins.of(rule.path))} (the "
+        f"{section} settings of {where}), but {rule.owner} sets it and would overwrite it: "
+        f"remove it there and set it with {rule.instead}"
         for rule in owned
         if origins.explicit(rule.path)
     ]
     if problems:
         raise ConfigError("; ".join(problems))
+
+
+def _where_set(origin: str) -> str:
+    return "on the command line" if origin == COMMAND_LINE else f"in {origin}"
 
 
 def mark_owned(origins: Origins, owned: Iterable[Owned], origin: str) -> None:
