@@ -1,4 +1,4 @@
-"""Calibration of the simulator's cost model on a GPU (`conductor calibrate gpu | validate | apply`).
+"""Calibrating the simulator's cost model on a GPU (`conductor calibrate gpu|validate|apply`).
 
 Torch only (a machine with PyTorch and no SGLang is enough); every module that needs torch
 imports it when called, so the package imports fast. Its modules, in the order they are used:
