@@ -118,6 +118,13 @@ class TimingConfig(FrozenConfig):
         description="On CUDA, capture each timed run in a CUDA graph and replay it (what an "
         "engine does for decode); ignored on CPU.",
     )
+    cpu_threads: int | None = Field(
+        default=None,
+        ge=1,
+        description="torch's intra-op threads on CPU (None: its default). 1 keeps a CPU run "
+        "steady on a shared machine: waiting for a busy core stalls a thread pool for a "
+        "whole time slice (100 ms for a 64-token GEMM was seen).",
+    )
     time_budget_s: float = Field(
         gt=0,
         description="Wall seconds for the whole command (micro sweep, whole steps); rows past "

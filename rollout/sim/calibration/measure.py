@@ -72,6 +72,8 @@ def open_bench(
             "no CUDA device: run on the GPU machine, or use --device cpu with "
             "configs/calibrate/tiny_cpu.yaml"
         )
+    if not device.startswith("cuda") and config.timing.cpu_threads is not None:
+        torch.set_num_threads(config.timing.cpu_threads)  # process-wide: the CLI's own process
     deadline = Deadline(config.timing.time_budget_s)
     flush_bytes = int(config.device.l2_flush_mib * _MIB)
     decoder = Decoder(
