@@ -13,8 +13,8 @@ From whole steps (`conductor calibrate validate`), which is what the simulator p
 decode and prefill row, less the dense layers' `max(t_weights, N·b_c)` (the GEMM micro terms),
 is `t_fix + b_tok·N + c_dec·ΣL + c_pf·n(p + n/2)`, linear in the four, fitted together. One
 fit over both kinds, because b_tok is shared: the decode rows alone would give it the cost
-that grows with the batch (~15-25 µs per request on an H200), which, charged to every token of
-an 8k-token chunk, overshoots prefill by ~40 % (issue 31's rows). c_dec of a whole step
+that grows with the batch (issue 31's four H200 rows: 33 µs per request), which, charged to
+every token of an 8k-token chunk, predicts +95 % for its prefill. c_dec of a whole step
 includes what the attention kernel alone does not (the KV write, launch and tail). The mixed
 rows are not fitted: they test the additive form.
 The fit minimises the squared *relative* error (weights 1/t²), so a 5 ms step counts as much as
