@@ -65,7 +65,7 @@ RUN_SHAPE = (
 )
 """Rollout-core settings the run's shape fixes (step 3)."""
 
-_DERIVED = "a derived policy, e.g. \"policy={name: mine, base: conductor, FLAG: VALUE}\""
+_DERIVED = 'a derived policy, e.g. "policy={name: mine, base: conductor, FLAG: VALUE}"'
 
 POLICY_OWNED_ROLLOUT = (
     Owned(("scheduler", "preemption"), "the policy's preemption flag", _DERIVED),

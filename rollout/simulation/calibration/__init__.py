@@ -1,8 +1,15 @@
-"""Calibration of the simulator's cost model on a GPU (`conductor calibrate gpu | apply`).
+"""Calibrating the simulator's cost model on a GPU (`conductor calibrate gpu|validate|apply`).
 
-* `measure`: torch-only micro-benchmarks (a machine with PyTorch and no SGLang is enough):
-  pinned host<->device copies of KV pages, decode and prefill attention, the dense layers'
-  GEMMs at the model's shapes. Writes a JSON of raw timings.
-* `fit`: pure least-squares fits of the cost model's coefficients from those timings, and
-  the model config with them applied.
+Torch only (a machine with PyTorch and no SGLang is enough); every module that needs torch
+imports it when called, so the package imports fast. Its modules, in the order they are used:
+
+* `config`: the calibration config (`configs/calibrate/*.yaml`): shapes, device limits,
+  timing, the micro and whole-step grids.
+* `timing`: `Timer`, the median of a run with CUDA events, CUDA graphs and an L2 flush.
+* `decoder`: a Qwen3-like decoder at the model's shapes: per-layer weights, separate K and V
+  caches per layer, one whole forward per call.
+* `measure`: the micro-benchmarks, one cost-model term each; `steps`: whole forwards.
+* `fit`: pure least-squares fits of the coefficients (micro terms, then whole steps).
+* `limits`: what each coefficient implies about the device, against its peak (pure).
+* `validate`: predicted vs measured per step, for the configured and the calibrated model.
 """

@@ -1,179 +1,206 @@
-"""Torch-only micro-benchmarks of the cost model's terms at a model's shapes.
+"""Micro-benchmarks of the cost model's terms at a model's shapes (`conductor calibrate gpu`).
 
-Times, for the whole model (one layer measured, times `layers`): the dense layers' GEMMs for N
-tokens (QKV, output, gate/up, down projections; the LM head once), decode attention of B
-requests over L cached tokens (`scaled_dot_product_attention`, grouped-query), prefill
-attention of n new tokens over p cached ones (causal), and pinned host<->device copies of KV
-pages. Every measurement is the median of `repeats` after `warmup`, synchronised on CUDA; the
-sweep stops early (keeping what it has) when `time_budget_s` runs out. On CPU it runs too
-(`--quick`), for tests and a dry run.
+Each row times one term for the whole model, every layer on its own buffers (the `Decoder`'s
+weights and caches): the dense layers' GEMMs for N tokens (QKV, output, gate/up and down of
+every layer, the LM head on one row), decode attention of B requests over L cached tokens
+(separate K and V), prefill attention of n new tokens over p cached ones (lower-right causal),
+and pinned host<->device copies of KV pages. Every timing is a `Timer` median (CUDA events,
+CUDA graphs, the L2 flushed before each repeat). Rows past the time budget, or too big for the
+memory budget, are listed under `skipped` with the reason.
+
+Issue 31: the first version passed one tensor as both K and V and reused one layer's buffers
+for every repeat, so attention read half the bytes, some from the L2, and c_dec came out at
+half its value.
 """
 
 from __future__ import annotations
 
 import platform
-import statistics
 import time
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import Field
+from rollout.simulation.calibration.config import CalibrationConfig, StepShape
+from rollout.simulation.calibration.decoder import Attention, Decoder, sdpa_attention
+from rollout.simulation.calibration.timing import Deadline, Timer
 
-from foundation.config import FrozenConfig
+__all__ = ["Bench", "measure", "open_bench", "run_header"]
 
-__all__ = ["CalibrationConfig", "measure"]
-
-
-class CalibrationConfig(FrozenConfig):
-    """Model shapes and the sweep (`configs/calibrate/*.yaml`)."""
-
-    layers: int = Field(ge=1, description="Transformer layers.")
-    hidden: int = Field(ge=1, description="Hidden size.")
-    intermediate: int = Field(ge=1, description="MLP intermediate size.")
-    q_heads: int = Field(ge=1, description="Query heads.")
-    kv_heads: int = Field(ge=1, description="Key/value heads (grouped-query attention).")
-    head_dim: int = Field(ge=1, description="Head dimension.")
-    vocab: int = Field(ge=1, description="Vocabulary size (LM head).")
-    dtype: Literal["bfloat16", "float16", "float32"] = Field(default="bfloat16")
-    kv_bytes_per_token: int = Field(ge=1, description="KV bytes per token, all layers.")
-    page_tokens: int = Field(default=64, ge=1, description="Tokens per KV page.")
-    gemm_tokens: tuple[int, ...] = Field(min_length=2, description="Token counts N.")
-    decode_batches: tuple[int, ...] = Field(min_length=1, description="Decode batch sizes B.")
-    decode_contexts: tuple[int, ...] = Field(min_length=1, description="Context lengths L.")
-    prefill_chunks: tuple[int, ...] = Field(min_length=1, description="New tokens n.")
-    prefill_prefixes: tuple[int, ...] = Field(min_length=1, description="Cached tokens p.")
-    link_pages: tuple[int, ...] = Field(min_length=2, description="Pages per copy.")
-    warmup: int = Field(default=3, ge=0, description="Untimed runs before timing.")
-    repeats: int = Field(default=10, ge=1, description="Timed runs; the median is kept.")
-    time_budget_s: float = Field(default=240.0, gt=0, description="Stop the sweep after (s).")
+_GIB = 1 << 30
+_MIB = 1 << 20
 
 
-def quick(config: CalibrationConfig) -> CalibrationConfig:
-    """A tiny sweep at tiny shapes: seconds on a CPU (tests, dry runs)."""
-    return config.model_copy(
-        update={
-            "layers": 2, "hidden": 64, "intermediate": 128, "q_heads": 4, "kv_heads": 2,
-            "head_dim": 16, "vocab": 256, "dtype": "float32",
-            "kv_bytes_per_token": 2 * 2 * 2 * 16 * 4, "page_tokens": 16,
-            "gemm_tokens": (1, 8, 32, 64), "decode_batches": (1, 4), "decode_contexts": (64, 256),
-            "prefill_chunks": (16, 64), "prefill_prefixes": (0, 64), "link_pages": (1, 8, 32),
-            "warmup": 1, "repeats": 3, "time_budget_s": 60.0,
-        }
-    )  # fmt: skip
+class Bench:
+    """A decoder and a timer on one device, and the sweep's deadline and skipped rows."""
+
+    def __init__(self, torch: Any, decoder: Decoder, timer: Timer, deadline: Deadline) -> None:
+        self.torch = torch
+        self.decoder = decoder
+        self.timer = timer
+        self.deadline = deadline
+        self.skipped: list[dict[str, Any]] = []
+
+    def timed_row(self, row: dict[str, Any], build: Callable[[], Callable[[], object]]) -> bool:
+        """Time `build()`'s callable into `row["seconds"]`; False (the row noted as skipped,
+        with the reason) past the deadline, when its buffers do not fit, or when torch fails
+        on it (out of memory, a kernel that refuses the shape)."""
+        if self.deadline.passed():
+            self.skipped.append({**row, "reason": "time budget spent"})
+            return False
+        try:
+            row["seconds"] = self.timer.median_s(build())
+        except ValueError as exc:  # buffer_sets: the shape does not fit the memory budget
+            self.skipped.append({**row, "reason": str(exc)})
+            return False
+        except RuntimeError as exc:  # out of device memory, or a kernel refusing the shape:
+            # one row's failure must not cost the GPU session the rest of the sweep
+            self.skipped.append({**row, "reason": f"{type(exc).__name__}: {exc}"})
+            if self.timer.cuda:
+                self.torch.cuda.empty_cache()
+            return False
+        return True
 
 
-def measure(config: CalibrationConfig, *, device: str = "cuda") -> dict[str, Any]:
-    """Run the sweep on `device`; the JSON-ready raw timings (`fit` turns them into values)."""
+def open_bench(
+    config: CalibrationConfig, *, device: str, attention: Attention = sdpa_attention
+) -> Bench:
+    """The model's weights on `device` and a timer; RuntimeError without a CUDA device."""
     import torch  # deferred: importing torch takes seconds
-    import torch.nn.functional as functional
 
-    dtype = getattr(torch, config.dtype)
-    cuda = device.startswith("cuda")
-    if cuda and not torch.cuda.is_available():
-        raise RuntimeError("no CUDA device: run on the GPU machine, or pass --device cpu --quick")
-    deadline = time.monotonic() + config.time_budget_s
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(
+            "no CUDA device: run on the GPU machine, or use --device cpu with "
+            "configs/calibrate/tiny_cpu.yaml"
+        )
+    if not device.startswith("cuda") and config.timing.cpu_threads is not None:
+        torch.set_num_threads(config.timing.cpu_threads)  # process-wide: the CLI's own process
+    deadline = Deadline(config.timing.time_budget_s)
+    flush_bytes = int(config.device.l2_flush_mib * _MIB)
+    decoder = Decoder(
+        torch,
+        config.shapes,
+        device=device,
+        budget_bytes=int(config.device.memory_budget_gib * _GIB),
+        flush_bytes=flush_bytes,
+        attention=attention,
+    )
+    timer = Timer(torch, device, config.timing, config.device)
+    return Bench(torch, decoder, timer, deadline)
 
-    def timed(run: Callable[[], object]) -> float:
-        for _ in range(config.warmup):
-            run()
-        samples = []
-        for _ in range(config.repeats):
-            if cuda:
-                torch.cuda.synchronize()
-            start = time.perf_counter()
-            run()
-            if cuda:
-                torch.cuda.synchronize()
-            samples.append(time.perf_counter() - start)
-        return statistics.median(samples)
 
-    c = config
-    q_out = c.q_heads * c.head_dim
-    kv_out = c.kv_heads * c.head_dim
-    weights = {
-        "qkv": torch.randn(c.hidden, q_out + 2 * kv_out, device=device, dtype=dtype),
-        "o": torch.randn(q_out, c.hidden, device=device, dtype=dtype),
-        "gate_up": torch.randn(c.hidden, 2 * c.intermediate, device=device, dtype=dtype),
-        "down": torch.randn(c.intermediate, c.hidden, device=device, dtype=dtype),
-        "lm_head": torch.randn(c.hidden, c.vocab, device=device, dtype=dtype),
-    }
-    gemm = []
-    for tokens in c.gemm_tokens:
-        if time.monotonic() > deadline:
-            break
-        x = torch.randn(tokens, c.hidden, device=device, dtype=dtype)
-        attn = torch.randn(tokens, q_out, device=device, dtype=dtype)
-        mlp = torch.randn(tokens, c.intermediate, device=device, dtype=dtype)
-
-        def layer(x: Any = x, attn: Any = attn, mlp: Any = mlp) -> None:
-            x @ weights["qkv"]
-            attn @ weights["o"]
-            x @ weights["gate_up"]
-            mlp @ weights["down"]
-
-        def head(x: Any = x) -> None:
-            x[-1:] @ weights["lm_head"]
-
-        per_layer, head_s = timed(layer), timed(head)
-        gemm.append({"tokens": tokens, "seconds": per_layer * c.layers + head_s})
-
-    decode = []
-    for batch in c.decode_batches:
-        for context in c.decode_contexts:
-            if time.monotonic() > deadline:
-                break
-            q = torch.randn(batch, c.q_heads, 1, c.head_dim, device=device, dtype=dtype)
-            kv = torch.randn(batch, c.kv_heads, context, c.head_dim, device=device, dtype=dtype)
-
-            def attend(q: Any = q, kv: Any = kv) -> None:
-                functional.scaled_dot_product_attention(q, kv, kv, enable_gqa=True)
-
-            seconds = timed(attend)
-            decode.append({"batch": batch, "context": context, "seconds": seconds * c.layers})
-
-    prefill = []
-    for new in c.prefill_chunks:
-        for prefix in c.prefill_prefixes:
-            if time.monotonic() > deadline:
-                break
-            q = torch.randn(1, c.q_heads, new, c.head_dim, device=device, dtype=dtype)
-            kv = torch.randn(1, c.kv_heads, prefix + new, c.head_dim, device=device, dtype=dtype)
-            # Causal over the prefix: query i sees cached tokens and new tokens up to i.
-            mask = torch.ones(new, prefix + new, device=device, dtype=torch.bool).tril(prefix)
-
-            def attend_causal(q: Any = q, kv: Any = kv, mask: Any = mask) -> None:
-                functional.scaled_dot_product_attention(q, kv, kv, attn_mask=mask, enable_gqa=True)
-
-            seconds = timed(attend_causal)
-            prefill.append({"new": new, "prefix": prefix, "seconds": seconds * c.layers})
-
-    link = []
-    page_bytes = c.page_tokens * c.kv_bytes_per_token
-    for pages in c.link_pages:
-        if time.monotonic() > deadline:
-            break
-        size = pages * page_bytes
-        host = torch.empty(size, dtype=torch.uint8, pin_memory=cuda)
-        target = torch.empty(size, dtype=torch.uint8, device=device)
-
-        def to_device(host: Any = host, target: Any = target) -> None:
-            target.copy_(host, non_blocking=cuda)
-
-        def to_host(host: Any = host, target: Any = target) -> None:
-            host.copy_(target, non_blocking=cuda)
-
-        h2d, d2h = timed(to_device), timed(to_host)
-        link += [
-            {"direction": "h2d", "bytes": size, "seconds": h2d},
-            {"direction": "d2h", "bytes": size, "seconds": d2h},
-        ]
+def run_header(bench: Bench, config: CalibrationConfig) -> dict[str, Any]:
+    """Where and when the timings were taken, and the config they were taken with."""
+    torch = bench.torch
+    cuda = bench.timer.cuda
     return {
         "device": torch.cuda.get_device_name() if cuda else platform.processor() or "cpu",
         "torch": torch.__version__,
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "timing": "cuda events" + (", cuda graphs" if config.timing.cuda_graphs else "")
+        if cuda
+        else "perf_counter",
         "config": config.model_dump(mode="json"),
-        "gemm": gemm,
-        "decode": decode,
-        "prefill": prefill,
-        "link": link,
     }
+
+
+def measure(bench: Bench, config: CalibrationConfig) -> dict[str, Any]:
+    """Run the micro sweep; the JSON-ready rows (`fit.fit_micro` turns them into values)."""
+    micro = config.micro
+    return {
+        "gemm": _gemm_rows(bench, micro.gemm_tokens),
+        "decode": [
+            row
+            for batch in micro.decode_batches
+            for context in micro.decode_contexts
+            for row in _attention_row(bench, StepShape(decode_batch=batch, decode_context=context))
+        ],
+        "prefill": [
+            row
+            for new in micro.prefill_chunks
+            for prefix in micro.prefill_prefixes
+            for row in _attention_row(bench, StepShape(prefill_chunk=new, prefill_prefix=prefix))
+        ],
+        "link": _link_rows(bench, config),
+    }
+
+
+def _gemm_rows(bench: Bench, token_counts: tuple[int, ...]) -> list[dict[str, Any]]:
+    """Every layer's four GEMMs for N tokens plus the LM head on one row (the weights' read)."""
+    decoder, s = bench.decoder, bench.decoder.shapes
+    rows = []
+    for tokens in token_counts:
+        row: dict[str, Any] = {"tokens": tokens}
+
+        def build(tokens: int = tokens) -> Callable[[], object]:
+            x = decoder.random(tokens, s.hidden)
+            attended = decoder.random(tokens, s.q_heads * s.head_dim)
+            mlp = decoder.random(tokens, s.intermediate)
+
+            def gemms() -> None:
+                for index in range(s.layers):
+                    weights = decoder.weights[index % len(decoder.weights)]
+                    x @ weights.qkv
+                    attended @ weights.o
+                    x @ weights.gate_up
+                    mlp @ weights.down
+                x[-1:] @ decoder.lm_head
+
+            return gemms
+
+        if bench.timed_row(row, build):
+            rows.append(row)
+    return rows
+
+
+def _attention_row(bench: Bench, step: StepShape) -> list[dict[str, Any]]:
+    """Every layer's attention for `step` (decode or prefill part), each over its own K and V."""
+    decoder, s = bench.decoder, bench.decoder.shapes
+    decode = step.kind == "decode"
+    row: dict[str, Any] = (
+        {"batch": step.decode_batch, "context": step.decode_context}
+        if decode
+        else {"new": step.prefill_chunk, "prefix": step.prefill_prefix}
+    )
+
+    def build() -> Callable[[], object]:
+        caches = decoder.caches(step)
+        batch, new = (step.decode_batch, 1) if decode else (1, step.prefill_chunk)
+        q = decoder.random(batch, s.q_heads, new, s.head_dim)
+
+        def attend() -> None:
+            for index in range(s.layers):
+                cache = caches[index % len(caches)]
+                if decode:
+                    decoder.attention(q, cache.decode_k, cache.decode_v, causal=False)
+                else:
+                    decoder.attention(q, cache.prefill_k, cache.prefill_v, causal=True)
+
+        return attend
+
+    return [row] if bench.timed_row(row, build) else []
+
+
+def _link_rows(bench: Bench, config: CalibrationConfig) -> list[dict[str, Any]]:
+    """Pinned host<->device copies of whole KV pages, each direction (eager, not captured)."""
+    torch, timer = bench.torch, bench.timer
+    device = bench.decoder.device
+    page_bytes = config.micro.page_tokens * config.shapes.kv_bytes_per_token
+    rows: list[dict[str, Any]] = []
+    for pages in config.micro.link_pages:
+        size = pages * page_bytes
+        if bench.deadline.passed():
+            bench.skipped.append({"pages": pages, "reason": "time budget spent"})
+            continue
+        host = torch.empty(size, dtype=torch.uint8, pin_memory=timer.cuda)
+        target = torch.empty(size, dtype=torch.uint8, device=device)
+
+        def to_device(host: Any = host, target: Any = target) -> None:
+            target.copy_(host, non_blocking=timer.cuda)
+
+        def to_host(host: Any = host, target: Any = target) -> None:
+            host.copy_(target, non_blocking=timer.cuda)
+
+        for direction, copy in (("h2d", to_device), ("d2h", to_host)):
+            seconds = timer.median_s(copy, capture=False)
+            rows.append({"direction": direction, "bytes": size, "seconds": seconds})
+    return rows

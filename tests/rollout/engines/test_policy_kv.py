@@ -879,7 +879,7 @@ def test_kv_backend_priority_builds_the_policy_sized_and_linked_like_the_engine(
     )
     assert (policy.transfer.bytes_per_token, policy.transfer.h2d_bandwidth_bytes_per_s) == (
         MODEL.kv_bytes_per_token,
-        47e9,
+        config.link.h2d_gb_per_s * 1e9,
     )
 
 
