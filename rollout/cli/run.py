@@ -36,6 +36,7 @@ from rollout.jobs.checkpoint import (
 from rollout.jobs.config import RunConfig
 from rollout.jobs.policies import UnknownPolicyError
 from rollout.jobs.swe_run import SWERunResult, run_swe_rollout
+from rollout.observe.titles import busy_text, engine_title
 from rollout.trajectories.batch import Batch
 
 __all__ = ["run"]
@@ -164,7 +165,8 @@ def _steps_table(result: SWERunResult, settings: RunConfig) -> Table:
     table = Table(
         title=(
             f"conductor run: policy {settings.policy}, B={settings.groups_per_step}, "
-            f"K={settings.group_size}, {result.backend} sandboxes, simulated engine (wall clock)"
+            f"K={settings.group_size}, {result.backend} sandboxes, "
+            f"{engine_title(settings.engine_backend)}"
         )
     )
     for column in ("step", "T_next", "trainer wait", "staleness", "mean reward", "rewards"):
@@ -198,7 +200,7 @@ def _print_totals(result: SWERunResult) -> None:
         f"{summary.mean_t_next_s:.1f} s; {summary.samples} samples consumed "
         f"({summary.infra_failures} with infra errors, shown as x); "
         f"{summary.preemptions} preemptions, {summary.interruptions} interruptions; "
-        f"engine busy {summary.busy_fraction or 0.0:.0%}"
+        f"{busy_text(summary.busy_fraction)}"
     )
     console.print(f"run directory: [bold]{result.run_dir}[/]")
 

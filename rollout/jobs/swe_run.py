@@ -395,11 +395,13 @@ async def run_swe_rollout(
     return SWERunResult(tuple(batches), summary, run_dir, backend, elapsed_s)
 
 
-def _sim_busy_s(engines: Sequence[Engine]) -> float:
-    """The simulated engines' busy time, summed (0 for real servers)."""
+def _sim_busy_s(engines: Sequence[Engine]) -> float | None:
+    """The engines' busy time, summed: the simulated engine's own, an SGLang server's from its
+    /metrics (None when an engine reports none: a server without --enable-metrics)."""
     served = [engine.inner if isinstance(engine, FaultyEngine) else engine for engine in engines]
     busy = [engine.counters.busy_s for engine in served if isinstance(engine, SimEngine)]
-    return sum(busy)
+    reported = [e.stats().extra.get("busy_s") for e in served if not isinstance(e, SimEngine)]
+    return None if None in reported else sum(busy) + sum(float(b or 0.0) for b in reported)
 
 
 @contextlib.asynccontextmanager
