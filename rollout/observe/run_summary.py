@@ -179,8 +179,9 @@ def summarize_run(
     host_hit_tokens: int | None = None,
 ) -> RunSummary:
     """Summarize consumed `batches` (`digest_batch` of each, in order); `busy_s` is summed
-    over `engines` during `elapsed_s` (None: the engines reported no busy time); `host_hit_tokens`: prompt tokens the engines served from
-    their host tier (None: not reported)."""
+    over `engines` during `elapsed_s` (None: the engines reported no busy time);
+    `host_hit_tokens`: prompt tokens the engines served from their host tier (None: not
+    reported)."""
     t_next = []
     previous_s = origin_s
     for batch in batches:

@@ -37,8 +37,11 @@ async def test_busy_time_grows_while_the_server_runs_a_request_and_stops_after()
 
 
 async def test_a_server_without_metrics_reports_no_busy_time() -> None:
-    async with sim_server() as server, NoMetricsProxy(server.url) as proxy:
-        async with client(proxy.url) as engine:
-            await (await started(engine, request(max_new=200)))
-            await asyncio.sleep(0.2)
-            assert "busy_s" not in engine.stats().extra
+    async with (
+        sim_server() as server,
+        NoMetricsProxy(server.url) as proxy,
+        client(proxy.url) as engine,
+    ):
+        await (await started(engine, request(max_new=200)))
+        await asyncio.sleep(0.2)
+        assert "busy_s" not in engine.stats().extra
