@@ -358,7 +358,7 @@ async def run_swe_rollout(
                 step_budget_s=config.conductor.deadline.step_budget_s,
                 metrics_port=metrics_port,
             )
-            health.attach(conductor)
+            health.attach(conductor, pool)
 
             def checkpoint(batch: Batch) -> None:
                 state = Checkpoint(
