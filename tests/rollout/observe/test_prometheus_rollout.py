@@ -9,7 +9,6 @@ import re
 import threading
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -17,8 +16,8 @@ from typer.testing import CliRunner
 
 from rollout.cli.app import app
 from rollout.cli.run import DEFAULT_RUN_CONFIG
-from tests.rollout.cli.test_cli_run import SPANS_TASK, TINY_RUN
 from tests.paths import REPO_ROOT
+from tests.rollout.cli.test_cli_run import SPANS_TASK, TINY_RUN
 from tests.rollout.jobs.test_run_health import _free_port
 
 UNITS = ("_seconds", "_bytes", "_tokens", "_requests", "_sandboxes", "_sessions")
