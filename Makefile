@@ -26,7 +26,8 @@ SGLANG_VERSION ?= 0.5.23
 VERL_VERSION ?= 0.9.1
 SGLANG_WHEEL_DIR := .cache/sglang
 SGLANG_WHEEL_STAMP := $(SGLANG_WHEEL_DIR)/.sglang-$(SGLANG_VERSION)
-VERL_IMPORTS := torchdata==0.11.0 peft==0.21.2 cachetools uvicorn fastapi starlette opentelemetry-api
+# (cachetools and opentelemetry-api, which ray_trainer imports too, come with the trackers' deps.)
+VERL_IMPORTS := torchdata==0.11.0 peft==0.21.2 uvicorn fastapi starlette
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)

@@ -37,6 +37,7 @@ from rollout.jobs.config import RunConfig
 from rollout.jobs.policies import UnknownPolicyError
 from rollout.jobs.swe_run import SWERunResult, run_swe_rollout
 from rollout.observe.titles import busy_text, engine_title
+from rollout.observe.trackers import TrackerError, open_trackers
 from rollout.trajectories.batch import Batch
 
 __all__ = ["run"]
@@ -100,12 +101,17 @@ def run(
 
     if metrics_port:
         console.print(f"health metrics: http://127.0.0.1:{metrics_port}/metrics")
+    try:
+        trackers = open_trackers(settings.trackers, run_dir)
+    except TrackerError as exc:
+        fail(str(exc))
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
     with Progress(*columns, TimeElapsedColumn(), console=console) as progress:
         bar = progress.add_task("training steps", total=settings.steps)
         progress.update(bar, completed=0 if checkpoint is None else checkpoint.steps_done)
 
         def advance(batch: Batch) -> None:
+            trackers.log_step(batch)
             waited = f"training steps (waited {batch.wait_s:.0f} s)"
             progress.update(bar, advance=1, description=waited)
 
@@ -136,14 +142,18 @@ def run(
             )
             if report:
                 _write_report(run_dir)
+            trackers.close()
             raise typer.Exit(stopped.exit_code) from None
         except (HarnessError, RolloutError, UnknownPolicyError) as exc:
+            trackers.close()
             with contextlib.suppress(OSError):
                 run_dir.rmdir()  # only if nothing was written into it
             hint = f"; continue it with `conductor run --resume {run_dir}`"
             fail(f"{exc}{hint if run_dir.exists() else ''}")
     if report:
         _write_report(run_dir)
+        trackers.log_figures(run_dir / "plots")
+    trackers.close()
     console.print(_steps_table(result, settings))
     _print_totals(result)
 

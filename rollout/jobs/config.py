@@ -22,6 +22,7 @@ from rollout.core.config import AsyncFactor, RolloutConfig
 from rollout.core.sources import TaskSourceConfig
 from rollout.engines.faults import EngineFaultConfig
 from rollout.jobs.policies import resolve_policy_spec
+from rollout.observe.trackers import TrackersConfig
 from rollout.runtime.config import AgentLoopConfig, ConductorConfig
 from rollout.sim.config import ClusterConfig, ScriptedPolicyConfig, TrainerSimConfig
 
@@ -287,6 +288,11 @@ class RunConfig(FrozenConfig):
     )
     out_dir: str = Field(
         default="runs", min_length=1, description="Parent of the run directory (working dir)."
+    )
+    trackers: TrackersConfig = Field(
+        default_factory=TrackersConfig,
+        description="Experiment trackers (TensorBoard, W&B offline, MLflow) for the per-step "
+        "metrics and the report's figures; off by default (rollout.observe.trackers).",
     )
     sources: tuple[RunSourceConfig, ...] = Field(
         default=(),
