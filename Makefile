@@ -35,8 +35,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q "$(TORCH_SPEC)"
 	$(BIN)/pip install -q -e '.[dev]'
 	# verl's DataProto and RayPPOTrainer's module (the adapter tests run fit's own steps): its
-	# own deps would pull a training stack; these are the modules ray_trainer imports.
-	$(BIN)/pip install -q --no-deps "verl==$(VERL_VERSION)" $(VERL_IMPORTS)
+	# own deps would pull a training stack, so verl goes in --no-deps, after the modules
+	# ray_trainer imports (with theirs).
+	$(BIN)/pip install -q $(VERL_IMPORTS)
+	$(BIN)/pip install -q --no-deps "verl==$(VERL_VERSION)"
 	touch $(STAMP)
 
 venv: $(STAMP)
