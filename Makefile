@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 TORCH_SPEC ?= torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: help venv venv-sglang run test test-fast test-sglang lint typecheck bench images reap clean sglang-wheel
+.PHONY: help venv venv-sglang venv-skyrl run test test-fast test-sglang lint typecheck bench images reap clean sglang-wheel
 
 help:
 	@echo "make run        set up, build what is needed, run the main job on the embedded default"
@@ -18,6 +18,7 @@ help:
 	@echo "make reap       remove leftover containers of this project"
 	@echo "make sglang-wheel  cache SGLang's wheel (its HTTP test kits run against serve-sim)"
 	@echo "make test-sglang   the agentkv plugin's tests on real SGLang classes (.venv-sglang)"
+	@echo "make venv-skyrl    SkyRL's packages (Python >= 3.12) for the SkyRL adapter's tests"
 
 # SGLang's own HTTP test kits come from its wheel (read, not installed): tests that find no
 # wheel skip locally and fail in CI.
@@ -25,13 +26,18 @@ SGLANG_VERSION ?= 0.5.23
 VERL_VERSION ?= 0.9.1
 SGLANG_WHEEL_DIR := .cache/sglang
 SGLANG_WHEEL_STAMP := $(SGLANG_WHEEL_DIR)/.sglang-$(SGLANG_VERSION)
+# (cachetools and opentelemetry-api, which ray_trainer imports too, come with the trackers' deps.)
+VERL_IMPORTS := torchdata==0.11.0 peft==0.21.2 uvicorn fastapi starlette
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "$(TORCH_SPEC)"
 	$(BIN)/pip install -q -e '.[dev]'
-	# verl's DataProto only (the adapter test): its own deps would pull a training stack.
+	# verl's DataProto and RayPPOTrainer's module (the adapter tests run fit's own steps): its
+	# own deps would pull a training stack, so verl goes in --no-deps, after the modules
+	# ray_trainer imports (with theirs).
+	$(BIN)/pip install -q $(VERL_IMPORTS)
 	$(BIN)/pip install -q --no-deps "verl==$(VERL_VERSION)"
 	touch $(STAMP)
 
@@ -86,6 +92,27 @@ venv-sglang: $(SGLANG_STAMP)
 
 test-sglang: $(SGLANG_STAMP)
 	$(SGLANG_BIN)/python -m pytest -q -m sglang -p no:cacheprovider tests/kvcache/sglang_plugin $(PYTEST_ARGS)
+
+# SkyRL (Python >= 3.12) for the SkyRL adapter's tests: its real GeneratorOutput fields and
+# validate_generator_output (tests/rollout/trajectories/skyrl_check.py). --no-deps: the modules
+# defining them import Ray, torch (for 3.12 only a CUDA build on the index, several GB) and
+# SkyRL's workers, so the check executes SkyRL's own definitions from the installed files, with
+# numpy and loguru, all their bodies use. About 18 s (`time make venv-skyrl`: 17.8 s); cached by
+# its stamp. Tests that need it skip without it, and fail with CONDUCTOR_REQUIRE_SKYRL=1 (CI).
+SKYRL_VERSION ?= 0.4.0
+SKYRL_TRAIN_VERSION ?= 0.3.1
+SKYRL_VENV ?= .venv-skyrl
+SKYRL_STAMP := $(SKYRL_VENV)/.installed-$(SKYRL_VERSION)-$(SKYRL_TRAIN_VERSION)
+SKYRL_PYTHON ?= $(shell for p in python3.13 python3.12 $$HOME/.pyenv/versions/3.1[23]*/bin/python3; do \
+	$$p -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null && echo $$p && break; done)
+
+$(SKYRL_STAMP):
+	@test -n "$(SKYRL_PYTHON)" || { echo "venv-skyrl: no Python >= 3.12 found; set SKYRL_PYTHON=..."; exit 1; }
+	$(SKYRL_PYTHON) -m venv $(SKYRL_VENV)
+	$(SKYRL_VENV)/bin/pip install -q --no-deps "skyrl==$(SKYRL_VERSION)" "skyrl-train==$(SKYRL_TRAIN_VERSION)" numpy loguru
+	touch $(SKYRL_STAMP)
+
+venv-skyrl: $(SKYRL_STAMP)
 
 $(SGLANG_WHEEL_STAMP): $(STAMP)
 	mkdir -p $(SGLANG_WHEEL_DIR)

@@ -233,11 +233,15 @@ class EnvPool:
         *,
         clock: Clock | None = None,
         bus: EventBus | None = None,
+        host: str = "",
     ) -> None:
+        """`host`: the pool's host name, put in its step events' data (`host`) so a trace can
+        give every host its track; "" (one pool) leaves it out."""
         self.backend = backend
         self.config = config or PoolConfig()
         self.clock = clock or LoopClock()
         self.bus = bus or EventBus()
+        self.host = host
         self._warm: dict[str, deque[Sandbox]] = {}
         self._starting: dict[str, int] = {}
         self._pending: dict[str, deque[asyncio.Future[Sandbox]]] = {}  # leases awaiting a sandbox
@@ -622,6 +626,8 @@ class EnvPool:
     def _emit(
         self, phase: Phase, start_s: float, end_s: float, lease: EnvLease, data: dict[str, Any]
     ) -> None:
+        if self.host:
+            data = {**data, "host": self.host}
         self.bus.emit(StepEvent(phase, start_s, end_s, lease.sample_id, lease.group_id, data))
 
     def _emit_env_init(
@@ -636,6 +642,8 @@ class EnvPool:
         if future.cancelled():
             return
         data = {"image": image, "warm": warm, "error": str(future.exception() or "") or None}
+        if self.host:
+            data["host"] = self.host
         self.bus.emit(
             StepEvent(Phase.ENV_INIT, requested_s, self.clock.now(), sample_id, group_id, data)
         )

@@ -1,7 +1,8 @@
 """SkyRL: a generator whose `generate` returns the conductor's samples as `GeneratorOutput`.
 
-Subclass `skyrl_train.generators.base.GeneratorInterface` in your code and return
-`to_skyrl_output(...)` from `generate`; pass `make_trajectory_id=TrajectoryID` for SkyRL's own
+Subclass `skyrl.train.generators.base.GeneratorInterface` (SkyRL 0.4) in your code and return
+`to_skyrl_output(...)` from `generate` (one row per prompt SkyRL sent: a sample lost to an
+infrastructure error is a zero-mask row); pass `make_trajectory_id=TrajectoryID` for SkyRL's own
 id type. Run: `.venv/bin/python examples/trainers/skyrl_generator.py`.
 """
 

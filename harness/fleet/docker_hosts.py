@@ -172,8 +172,9 @@ class DockerHostPool(EnvPool):
         bus: EventBus,
         images: Sequence[str] = (),
         image_source: docker.DockerClient | None = None,
+        host: str = "",
     ) -> None:
-        super().__init__(backend, config, clock=clock, bus=bus)
+        super().__init__(backend, config, clock=clock, bus=bus, host=host)
         self.docker = backend
         self._images = tuple(dict.fromkeys(images))
         self._image_source = image_source
@@ -266,6 +267,7 @@ def docker_host_pools(
                 bus=bus,
                 images=images,
                 image_source=image_source,
+                host=host.name,
             ),
         )
         for host, backend in host_backends(config, contexts=contexts)

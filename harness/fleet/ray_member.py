@@ -455,7 +455,10 @@ class RayPoolMember:
             start_s = min(
                 self._offset.to_local(float(wire["start_s"]), received_s=received_s), end_s
             )
-            self.bus.emit(event_from_wire(wire, start_s, end_s))
+            event = event_from_wire(wire, start_s, end_s)
+            if "host" not in event.data:  # the worker's node: its own track in a trace
+                event = replace(event, data={**event.data, "host": self.name})
+            self.bus.emit(event)
 
     def _take_view(self, view: WorkerView, received_s: float) -> None:
         self._view = view

@@ -70,7 +70,9 @@ class CaptureSession:
         server: where its chat calls arrive.
         lease: the sample's env (its `step` runs the agent's actions), or None for an agent
             that brings its own world and returns its reward.
-        tokenizer, template, chat_format: render messages as the native sessions do.
+        tokenizer, template, chat_format: render messages as the native sessions do; a
+            model's chat template also renders the request's `tools` (`tools=`), plain ChatML
+            gets them as the Hermes/Qwen tools block in the system message.
         session_id: the engine session of this attempt.
         system_prompt: the system message offered to the agent (`AgentContext.messages`).
         tools: the env's tools in OpenAI's format, offered to the agent.
@@ -161,11 +163,14 @@ class CaptureSession:
             raise EnvSessionError(f"the agent's first call is malformed: {exc}") from exc
         self._pending = event
         self._known = list(messages)
+        chat_format = self._chat_format
+        if tools and (chat_format is None or not chat_format.use_tools(tools)):
+            messages = tuple(_with_tools(messages, tools))  # a template without a tools block
         self._chat = ChatPromptBuilder(
             self._tokenizer,
             self._template,
-            [(m.role, m.content) for m in _with_tools(messages, tools)],
-            chat_format=self._chat_format,
+            [(m.role, m.content) for m in messages],
+            chat_format=chat_format,
         )
         return self._chat.open_turn()
 
@@ -323,7 +328,8 @@ def _request(body: Mapping[str, Any]) -> tuple[tuple[Message, ...], list[Mapping
 
 
 def _with_tools(messages: Sequence[Message], tools: Sequence[Mapping[str, Any]]) -> list[Message]:
-    """The prompt messages, the tools block appended to the system message (or one added)."""
+    """The prompt messages, the tools block appended to the system message (or one added):
+    for ChatML, which has none; a model's chat template renders `tools` itself."""
     if not tools:
         return list(messages)
     block = tools_system_text(tools)

@@ -155,8 +155,10 @@ def assistant_message(text: str, turn: int) -> Message:
 
 
 def tools_system_text(tools: Sequence[Mapping[str, Any]]) -> str:
-    """The tools block the Hermes/Qwen chat templates put in the system message."""
-    schemas = "\n".join(json.dumps(tool, ensure_ascii=False, sort_keys=True) for tool in tools)
+    """The tools block the Hermes/Qwen chat templates put in the system message (for ChatML,
+    which has no tools block of its own)."""
+    # As the Qwen templates' `tojson` writes them: the keys in the order the agent sent them.
+    schemas = "\n".join(json.dumps(tool, ensure_ascii=False) for tool in tools)
     return (
         "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
         "You are provided with function signatures within <tools></tools> XML tags:\n"

@@ -34,6 +34,8 @@ from rollout.jobs.checkpoint import (
 from rollout.jobs.config import RunConfig
 from rollout.jobs.run_job import RunResult, run_job
 from rollout.jobs.run_plan import RunPlan, plan_run, plan_run_config
+from rollout.observe.titles import busy_text, engine_title
+from rollout.observe.trackers import RunTrackers, TrackerError, open_trackers
 from rollout.trajectories.batch import Batch
 
 __all__ = ["run"]
@@ -84,9 +86,17 @@ def run(
         console.print(f"[yellow]note:[/] {note}")
     if metrics_port:
         console.print(f"health metrics: http://127.0.0.1:{metrics_port}/metrics")
-    result = _run_with_progress(plan, run_dir, checkpoint, metrics_port, report)
-    if report:
-        _write_report(run_dir)
+    try:
+        trackers = open_trackers(plan.config.trackers, run_dir)
+    except TrackerError as exc:
+        fail(str(exc))
+    try:
+        result = _run_with_progress(plan, run_dir, checkpoint, metrics_port, report, trackers)
+        if report:
+            _write_report(run_dir)
+            trackers.log_figures(run_dir / "plots")
+    finally:
+        trackers.close()
     console.print(_steps_table(result, plan))
     _print_totals(result)
 
@@ -126,6 +136,7 @@ def _run_with_progress(
     checkpoint: Checkpoint | None,
     metrics_port: int,
     report: bool,
+    trackers: RunTrackers,
 ) -> RunResult:
     """The run under a progress bar; a signal or a known failure ends it with one line."""
 
@@ -139,6 +150,7 @@ def _run_with_progress(
         progress.update(bar, completed=0 if checkpoint is None else checkpoint.steps_done)
 
         def advance(batch: Batch) -> None:
+            trackers.log_step(batch)
             waited = f"training steps (waited {batch.wait_s:.0f} s)"
             progress.update(bar, advance=1, description=waited)
 
@@ -191,11 +203,7 @@ def _resume_settings(run_dir: Path) -> tuple[RunConfig, Path, Checkpoint | None]
 
 def _steps_table(result: RunResult, plan: RunPlan) -> Table:
     settings = plan.config
-    engine = (
-        "simulated engine (wall clock)"
-        if plan.backend.needs_token_model
-        else f"{plan.backend.name} engine"
-    )
+    engine = engine_title(plan.backend.name)
     table = Table(
         title=(
             f"conductor run: policy {plan.policy.name}, B={settings.groups_per_step}, "
@@ -233,7 +241,7 @@ def _print_totals(result: RunResult) -> None:
         f"{summary.mean_t_next_s:.1f} s; {summary.samples} samples consumed "
         f"({summary.infra_failures} with infra errors, shown as x); "
         f"{summary.preemptions} preemptions, {summary.interruptions} interruptions; "
-        f"engine busy {summary.busy_fraction or 0.0:.0%}"
+        f"{busy_text(summary.busy_fraction)}"
     )
     console.print(f"run directory: [bold]{result.run_dir}[/]")
 

@@ -1,4 +1,5 @@
-"""`conductor trace`: turn a run into a replayable workload trace, and summarise a trace."""
+"""`conductor trace`: turn a run into a replayable workload trace, summarise a trace, and export
+a run as a Chrome / Perfetto trace to look at (`export`)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,16 @@ from rich.markup import escape
 from rich.table import Table
 
 from rollout.cli.console import console, fail
+from rollout.observe.run_records import MissingRunFileError
+from rollout.observe.trace_export import export_run_trace
 from rollout.simulation.workload.trace import TraceError, load_trace, trace_from_run, write_trace
 
 __all__ = ["app"]
 
 app = typer.Typer(
     help="Workload traces: per-sample scripts that `conductor simulate` and `conductor bench "
-    "rollout` replay instead of drawing from distributions (workload field `trace`).",
+    "rollout` replay instead of drawing from distributions (workload field `trace`); and "
+    "`export`: a run as a Chrome / Perfetto trace.",
     no_args_is_help=True,
 )
 
@@ -45,6 +49,27 @@ def convert(
     )
     replay = f"conductor simulate CONFIG 'workload.overrides=[trace={target}]' "
     console.print("replay: " + escape(replay + f"group_size={trace.group_size}"))
+
+
+@app.command("export")
+def export(
+    run_dir: Path = typer.Argument(..., help="run directory (holds events.jsonl)"),
+    out: Path = typer.Option(
+        None, "--out", "-o", help="trace file to write (default: RUN_DIR/trace.json)"
+    ),
+) -> None:
+    """Write the run as Chrome trace-event JSON: a track per sample (generate, tool, pre_act,
+    grading), per engine (generations, load counters) and per env host (acquires, tools).
+
+    Open it in ui.perfetto.dev (Open trace file) or chrome://tracing.
+    """
+    if not run_dir.is_dir():
+        fail(f"{run_dir} is not a run directory")
+    try:
+        target = export_run_trace(run_dir, out)
+    except (MissingRunFileError, OSError) as exc:
+        fail(str(exc))
+    console.print(f"trace written to [bold]{target}[/]: open it in ui.perfetto.dev")
 
 
 @app.command("show")

@@ -8,7 +8,7 @@ no I/O, no clock.
 Wiring: `conductor simulate` takes sources (`SimulateConfig.sources`, each with its own
 synthetic workload; configs/simulate/mixed.yaml); `conductor run` takes them too
 (`RunConfig.sources`: each source's env, system prompt, chat template and tool format;
-rollout/jobs/run_sources.py, configs/run/mixed.yaml).
+rollout/jobs/env_sources.py, configs/run/mixed.yaml).
 
 Prompt indices stay one global space so the shell's prewarming and `Group.prompt_index` keep
 working: source i owns ``[offset_i, offset_i + n_i)`` (`SourceLayout`), in config order.

@@ -29,6 +29,7 @@ from rollout.core.predictors import LengthPredictor
 from rollout.core.sources import SourcePrompts
 from rollout.engines.base import Engine
 from rollout.jobs.run_health import RunHealth
+from rollout.observe.prometheus import PoolSource
 from rollout.observe.recorder import RunRecorder
 from rollout.observe.run_summary import BatchDigest
 from rollout.runtime.conductor import Conductor
@@ -70,7 +71,9 @@ class World:
     num_prompts: int
     sources: Sequence[SourcePrompts] = ()  # a mixed run's sources; empty: one source
     predictor: LengthPredictor | None = None  # None: the rollout config's predictor
-    busy_s: Callable[[], Mapping[str, float]] | None = None  # each engine's busy time, if known
+    # each engine's busy time (None: not known, e.g. a server that serves no /metrics)
+    busy_s: Callable[[], Mapping[str, float] | None] | None = None
+    pool: PoolSource | None = None  # the env pool, for the live metrics (None: simulated envs)
 
 
 @dataclass(slots=True)
@@ -92,7 +95,7 @@ class StepsOutcome:
     digests: tuple[BatchDigest, ...]
     conductor: Conductor
     elapsed_s: float  # from the conductor's start to the last step, on the run's clock
-    busy_s: Mapping[str, float]  # each engine's busy time then (empty when unknown)
+    busy_s: Mapping[str, float] | None  # each engine's busy time then (None when unknown)
     health: dict[str, object] = field(default_factory=dict)
 
 
@@ -174,7 +177,7 @@ async def run_steps(
     )
     if hooks.restore is not None:
         conductor.load_state_dict(hooks.restore)
-    health.attach(conductor)
+    health.attach(conductor, world.pool)
 
     def record(batch: Batch) -> None:
         health.on_batch(batch)
@@ -191,7 +194,8 @@ async def run_steps(
         stand_in = SimulatedTrainer(trainer, on_batch=record, on_trained=trained)
         digests = await stand_in.run(conductor, steps)
         elapsed_s = clock.now() - conductor.origin_s
-        busy_s = dict(world.busy_s()) if world.busy_s is not None else {}
+        measured = world.busy_s() if world.busy_s is not None else None
+        busy_s = dict(measured) if measured is not None else None
     run_dir: Path | None = recorder.root if recorder is not None else None
     figures = health.finish(conductor, run_dir)
     return StepsOutcome(tuple(digests), conductor, elapsed_s, busy_s, figures)

@@ -20,6 +20,7 @@ from rollout.agent_api.config import AgentApiConfig
 from rollout.core.config import AsyncFactor
 from rollout.core.sources import TaskSourceConfig
 from rollout.engines.faults import EngineFaultConfig
+from rollout.observe.trackers import TrackersConfig
 from rollout.runtime.config import AgentLoopConfig, ConductorConfig
 from rollout.simulation.config import ClusterConfig
 from rollout.standins.config import ScriptedPolicyConfig, TrainerSimConfig
@@ -115,7 +116,7 @@ class SimulateConfig(FrozenConfig):
 
 class RunSourceConfig(TaskSourceConfig):
     """A task source of `conductor run`: a `TaskSourceConfig` and the env it plays, with its own
-    system prompt, chat template and tool format (rollout/jobs/run_sources.py builds it)."""
+    system prompt, chat template and tool format (rollout/jobs/env_sources.py loads it)."""
 
     env: str = Field(
         default="swe",
@@ -171,6 +172,13 @@ class RunSourceConfig(TaskSourceConfig):
         default="",
         description="Jinja chat template of chat_template: file (relative paths from the "
         "config file).",
+    )
+    describe_tools: bool = Field(
+        default=True,
+        description="Append the source's tools and how to call them (in `tool_format`) to its "
+        "system message; off: the system prompt is used verbatim (describe the tools in it, or "
+        "let the env's first observation do; a run without `sources` keeps its system_prompt "
+        "verbatim, as before sources existed).",
     )
     observation_role: Literal["tool", "user"] = Field(
         default="tool", description="Role of the message that carries each tool result."
@@ -282,6 +290,11 @@ class RunConfig(FrozenConfig):
     )
     out_dir: str = Field(
         default="runs", min_length=1, description="Parent of the run directory (working dir)."
+    )
+    trackers: TrackersConfig = Field(
+        default_factory=TrackersConfig,
+        description="Experiment trackers (TensorBoard, W&B offline, MLflow) for the per-step "
+        "metrics and the report's figures; off by default (rollout.observe.trackers).",
     )
     sources: tuple[RunSourceConfig, ...] = Field(
         default=(),

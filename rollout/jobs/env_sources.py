@@ -196,7 +196,7 @@ def _system_prompt(
 ) -> str:
     """The source's system message: its prompt (or the run's), then its tools in its format."""
     prompt = context.system_prompt if config.system_prompt is None else config.system_prompt
-    if not tools:
+    if not tools or not config.describe_tools:
         return prompt
     instructions = tool_instructions(config.tool_format, tools)
     return f"{prompt}\n\n{instructions}" if prompt else instructions

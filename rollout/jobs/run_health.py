@@ -6,12 +6,13 @@ a port is given (`conductor run|simulate --metrics-port N`; simulate: virtual se
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from rollout.engines.step_fill import StepFill
 from rollout.errors import RolloutError
 from rollout.observe.health import HealthTracker
-from rollout.observe.prometheus import HealthExporter
+from rollout.observe.prometheus import HealthExporter, PoolSource
 from rollout.observe.run_dir import HEALTH_FILE
 from rollout.runtime.conductor import Conductor
 from rollout.trajectories.batch import Batch
@@ -39,12 +40,18 @@ class RunHealth:
         self.tracker = tracker
         self._step_budget_s = step_budget_s
         self._conductor: Conductor | None = None
+        self._unsubscribe: Callable[[], None] | None = None
 
-    def attach(self, conductor: Conductor) -> None:
-        """Observe every scheduler event and the decisions it produced."""
+    def attach(self, conductor: Conductor, pool: PoolSource | None = None) -> None:
+        """Observe every scheduler event and the decisions it produced; with a port, export
+        the conductor's engines, its step events and `pool` too."""
         sink = self._exporter if self._exporter is not None else self.tracker
         conductor.observe_scheduler(sink.observe)
         self._conductor = conductor
+        if self._exporter is not None:
+            engines = {name: conductor.engine(name) for name in conductor.engine_counters}
+            self._exporter.watch(engines, conductor.engine_counters, pool)
+            self._unsubscribe = conductor.bus.subscribe(self._exporter.on_event)
 
     def on_batch(self, batch: Batch) -> None:
         """A trainer step: blocked time, deadline miss, consumed samples."""
@@ -80,5 +87,7 @@ class RunHealth:
         self.tracker.engine_steps(merged.summary())
 
     def close(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
         if self._exporter is not None:
             self._exporter.close()

@@ -236,7 +236,8 @@ async def _rollout(
             sessions=_sessions(plan, layout, pool, spec, images, agent, server),
             num_prompts=layout.num_prompts,
             sources=layout.sources if plan.mixed else (),
-            busy_s=lambda: _sim_busy_s(engines),
+            busy_s=lambda: _busy_s(engines),
+            pool=pool,
         )
         outcome = await run_steps(
             RolloutSpec(plan.policy, plan.rollout, config.agent_loop, config.conductor),
@@ -260,7 +261,7 @@ async def _rollout(
         outcome.digests,
         outcome.conductor,
         elapsed_s=outcome.elapsed_s,
-        busy_s=sum(outcome.busy_s.values()),
+        busy_s=None if outcome.busy_s is None else sum(outcome.busy_s.values()),
     )
     return RunResult(tuple(batches), summary, run_dir, runtime.backend.name, outcome.elapsed_s)
 
@@ -345,10 +346,20 @@ def _env_for(
     return env_for
 
 
-def _sim_busy_s(engines: Sequence[Engine]) -> dict[str, float]:
-    """The simulated engines' busy time (none for real servers)."""
+def _busy_s(engines: Sequence[Engine]) -> dict[str, float] | None:
+    """Each engine's busy time: the simulated engine's own, an SGLang server's from its
+    /metrics (None when an engine reports none: a server without --enable-metrics)."""
     served = [engine.inner if isinstance(engine, FaultyEngine) else engine for engine in engines]
-    return {e.name: e.counters.busy_s for e in served if isinstance(e, SimEngine)}
+    busy: dict[str, float] = {}
+    for engine in served:
+        if isinstance(engine, SimEngine):
+            busy[engine.name] = engine.counters.busy_s
+            continue
+        reported = engine.stats().extra.get("busy_s")
+        if reported is None:
+            return None
+        busy[engine.name] = float(reported)
+    return busy
 
 
 @contextlib.asynccontextmanager

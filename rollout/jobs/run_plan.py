@@ -317,6 +317,7 @@ def _source_configs(config: RunConfig) -> tuple[RunSourceConfig, ...]:
             task_ids=config.task_ids,
             tasks_file=config.tasks_file,
             tasks_dataset=config.tasks_dataset,
+            describe_tools=False,  # the run's system_prompt verbatim, as before sources existed
         ),
     )
 

@@ -170,7 +170,7 @@ def _policy_run(
 ) -> PolicyRun:
     """The summary and figures of a finished policy run."""
     conductor: Conductor = outcome.conductor
-    busy_s: Mapping[str, float] = outcome.busy_s
+    busy_s: Mapping[str, float] = outcome.busy_s or {}
     summary = summarize_run(
         plan.policy.name,
         digests,

@@ -16,7 +16,7 @@ def summarize_conductor_run(
     conductor: Conductor,
     *,
     elapsed_s: float,
-    busy_s: float,
+    busy_s: float | None,
 ) -> RunSummary:
     """`summarize_run` from what the conductor counted; `busy_s` is the engines' busy time
     summed (the busy fraction is over all of the conductor's engines)."""

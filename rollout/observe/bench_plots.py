@@ -100,6 +100,12 @@ class PolicyTrace:
         return self.phases.share(Phase.ACT)
 
 
+def _known_mean(values: Sequence[float | None]) -> float:
+    """The mean of the values an engine reported (NaN if none did)."""
+    known = [value for value in values if value is not None]
+    return sum(known) / len(known) if known else math.nan
+
+
 def policy_trace(
     policy: str,
     steps: Sequence[StepRecord],
@@ -126,7 +132,7 @@ def policy_trace(
         mean_t_next_s=metrics.mean_t_next_s,
         phases=metrics.phases,
         t_s=tuple(t - start for t in times),
-        busy=tuple(sum(s.busy for s in group) / len(group) for group in pooled),
+        busy=tuple(_known_mean([s.busy for s in group]) for group in pooled),
         device_occupancy=tuple(
             _fraction(sum(s.kv_used_tokens for s in g), sum(s.kv_capacity_tokens for s in g))
             for g in pooled

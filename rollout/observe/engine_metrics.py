@@ -19,7 +19,8 @@ __all__ = ["EngineTimeline", "KVCacheStats", "engine_timelines", "kv_cache_stats
 
 @dataclass(frozen=True, slots=True)
 class EngineTimeline:
-    """One engine's samples over time (seconds since run start); NaN where undefined.
+    """One engine's samples over time (seconds since run start); NaN where undefined (`busy`
+    of an engine that reports no busy time).
 
     `hit_rate` is the cumulative prefix hit rate (device + host hits over tokens looked up) at
     each sample, NaN before the first lookup; `kv_occupancy` is NaN without a KV capacity.
@@ -33,8 +34,9 @@ class EngineTimeline:
 
     @property
     def busy_fraction(self) -> float | None:
-        """Mean of the busy samples (they are taken at a fixed interval)."""
-        return mean_or_none(self.busy)
+        """Mean of the busy samples (taken at a fixed interval); None if the engine reported
+        no busy time (NaN samples)."""
+        return mean_or_none(value for value in self.busy if not math.isnan(value))
 
     @property
     def mean_kv_occupancy(self) -> float | None:
@@ -59,7 +61,7 @@ def engine_timelines(
             EngineTimeline(
                 engine=engine,
                 t_s=tuple(sample.t_s - start_s for sample in samples),
-                busy=tuple(sample.busy for sample in samples),
+                busy=tuple(_nan_if_none(sample.busy) for sample in samples),
                 kv_occupancy=tuple(_nan_if_none(sample.kv_occupancy) for sample in samples),
                 hit_rate=tuple(_nan_if_none(_counters(sample).hit_rate) for sample in samples),
             )

@@ -21,6 +21,7 @@ from foundation.config import FrozenConfig
 from harness.events import Phase
 from rollout.observe.metrics import RunMetrics
 from rollout.observe.phase_metrics import SAMPLE_PHASES, PhaseTotals, SampleTimeline
+from rollout.observe.titles import BUSY_UNKNOWN
 
 __all__ = [
     "PERCENT",
@@ -245,6 +246,8 @@ def _busy_figure(metrics: RunMetrics, config: PlotConfig) -> Figure:
     figure = new_figure(config)
     axes = figure.add_subplot()
     for engine in metrics.engines:
+        if engine.busy_fraction is None:
+            continue  # it reported no busy time
         raw = [value * PERCENT for value in engine.busy]
         window_s = smoothing_window_s(config, engine.t_s)
         if config.busy_window_s <= 0:
@@ -260,14 +263,15 @@ def _busy_figure(metrics: RunMetrics, config: PlotConfig) -> Figure:
             axes.plot(engine.t_s, raw, color=line.get_color(), linewidth=0.6, alpha=0.3)
     _mark_steps(axes, metrics)
     busy = metrics.busy_fraction
-    summary = "n/a" if busy is None else f"{busy:.1%}"
+    summary = f"n/a: {BUSY_UNKNOWN}" if busy is None else f"{busy:.1%}"
     axes.set(
         title=f"Engine busy fraction over time (GPU utilisation; mean {summary})",
         xlabel="run time (s)",
         ylabel="busy (%)",
         ylim=(0, 105),
     )
-    axes.legend(loc="lower right", fontsize="small")
+    if busy is not None:
+        axes.legend(loc="lower right", fontsize="small")
     return figure
 
 

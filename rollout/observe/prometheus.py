@@ -1,24 +1,37 @@
-"""Live Prometheus endpoint for scheduler health (`conductor run|simulate --metrics-port N`).
+"""Live Prometheus endpoint (`conductor run|simulate --metrics-port N`): scheduler health, and
+the engines, KV cache manager and env pool (`rollout.observe.prometheus_rollout`).
 
 `HealthExporter` wraps a `HealthTracker`: every `observe`/`batch` call also updates
-`conductor_`-prefixed counters, gauges and histograms on its own registry, served on /metrics.
+`conductor_`-prefixed counters, gauges and histograms on its own registry, served on /metrics;
+`watch` hands it the engines and the pool, read on the same (throttled) refresh. Cumulative
+figures are counters (`conductor_samples_finished_total`: `rate()` is the arrival rate), not
+rates exported as gauges. A dashboard for all of it: docs/grafana-dashboard.json.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from harness.events import StepEvent
 from rollout.core.scheduler_events import Promote, StartGeneration
 from rollout.observe.health import HealthTracker
+from rollout.observe.prometheus_rollout import PoolSnapshot, RolloutMetrics, StatsSource
+from rollout.observe.timeseries import EngineCounters
 
-__all__ = ["HealthExporter"]
+__all__ = ["HealthExporter", "PoolSource"]
 
 REFRESH_INTERVAL_S = 1.0  # gauges from the summary at most this often between steps (s)
+
+
+class PoolSource(Protocol):
+    """The env pool, as the exporter reads it (`harness.fleet.LeasePool`)."""
+
+    def stats(self) -> PoolSnapshot: ...
 
 
 class HealthExporter:
@@ -51,10 +64,20 @@ class HealthExporter:
                 ("deadline_miss_rate", "Deadline misses / steps"),
                 ("starved_requests", "Starved requests"),
                 ("prefix_hit_rate", "Cached prompt tokens / prompt tokens"),
-                ("arrival_rate_per_s", "Samples finished per second"),
-                ("consumption_rate_per_s", "Samples consumed per second"),
             )
         }
+        self._finished = Counter(
+            "conductor_samples_finished", "Samples finished (rate() is the arrival rate)",
+            registry=r,
+        )  # fmt: skip
+        self._consumed = Counter(
+            "conductor_samples_consumed", "Samples the trainer consumed", registry=r
+        )
+        self._counted = {"finished": 0, "consumed": 0}
+        self.rollout = RolloutMetrics(r)
+        self._engines: Mapping[str, StatsSource] = {}
+        self._counters: Mapping[str, EngineCounters] = {}
+        self._pool: PoolSource | None = None
         self._fill = {
             key: Gauge(f"conductor_engine_step_fill_{key}", help_, registry=r)
             for key, help_ in (
@@ -80,9 +103,29 @@ class HealthExporter:
             server.server_close()
         self._server = None
 
+    def watch(
+        self,
+        engines: Mapping[str, StatsSource],
+        counters: Mapping[str, EngineCounters],
+        pool: PoolSource | None = None,
+    ) -> None:
+        """Export the engines, their counters and the pool too, read on each refresh."""
+        self._engines, self._counters, self._pool = engines, counters, pool
+        self._refresh()
+
+    def on_event(self, event: StepEvent) -> None:
+        """A step event (subscribe this to the run's event bus): env acquire latency."""
+        self.rollout.on_event(event)
+
     def _refresh(self) -> None:
         self._refreshed_at = time.monotonic()
-        s = self.tracker.summary()
+        tracker = self.tracker
+        self._finished.inc(tracker.finished - self._counted["finished"])
+        self._consumed.inc(tracker.consumed_samples - self._counted["consumed"])
+        self._counted = {"finished": tracker.finished, "consumed": tracker.consumed_samples}
+        pool = self._pool.stats() if self._pool is not None else None
+        self.rollout.update(self._engines, self._counters, pool)
+        s = tracker.summary()
         for key, gauge in self._gauges.items():
             value = s[key]
             assert isinstance(value, int | float)

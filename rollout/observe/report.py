@@ -27,6 +27,7 @@ from rollout.observe.run_dir import (
     RunDir,
 )
 from rollout.observe.run_records import MissingRunFileError
+from rollout.observe.titles import BUSY_UNKNOWN, run_engine_title
 
 __all__ = [
     "METRIC_EXPLANATIONS",
@@ -132,10 +133,10 @@ def generate_report(run_dir: Path | RunDir, config: PlotConfig | None = None) ->
     timelines = sample_timelines(events, metrics.run_start_s, plot_config.timeline_samples)
     plots = write_plots(metrics, timelines, directory.plots_dir, plot_config)
     relative = {caption: path.relative_to(directory.root) for caption, path in plots.items()}
+    engine = _engine_title(directory)
+    title = directory.root.name if engine is None else f"{directory.root.name} ({engine})"
     directory.report_path.write_text(
-        render_markdown(
-            metrics, title=directory.root.name, plots=relative, warnings=integrity.warnings
-        )
+        render_markdown(metrics, title=title, plots=relative, warnings=integrity.warnings)
         + render_health(health),
         encoding="utf-8",
     )
@@ -162,6 +163,8 @@ def render_markdown(
         lines += ["## Warnings: incomplete data", "", *(f"- {w}" for w in warnings), ""]
     lines += ["## Summary", "", "| metric | value |", "|---|---:|"]
     lines += [f"| {row.name} | {row.text} |" for row in metrics.summary_rows()]
+    if metrics.engines and metrics.busy_fraction is None:
+        lines += ["", f"Engine busy fraction n/a: {BUSY_UNKNOWN}."]
     if metrics.infra_error_causes:
         causes = ", ".join(f"`{cause}` {count}" for cause, count in metrics.infra_error_causes)
         lines += ["", f"Infra errors by cause: {causes}."]
@@ -285,6 +288,17 @@ def _phase_table(metrics: RunMetrics) -> list[str]:
     env_init = format_value(phases.env_init_s, "s")
     lines.append(f"| env_init | {env_init} | — | — (overlaps the first gen) |")
     return lines
+
+
+def _engine_title(directory: RunDir) -> str | None:
+    """The run's engine as its config names it (None: no readable `conductor run` config)."""
+    import yaml  # deferred: only the report reads the config back
+
+    try:
+        config = yaml.safe_load(directory.config_path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return None
+    return run_engine_title(config) if isinstance(config, dict) else None
 
 
 def _read_health(directory: RunDir) -> dict[str, Any] | None:

@@ -126,7 +126,8 @@ _SAMPLE_FIELDS = (
 class TimeseriesSample:
     """One engine's state at `t_s`, sampled by the conductor every sample interval.
 
-    `busy` is 1/0 (busy right now) or the fraction of the last interval the engine was busy.
+    `busy` is 1/0 (busy right now) or the fraction of the last interval the engine was busy;
+    None when the engine reports no busy time (an SGLang server without `/metrics`).
     The hit/miss/recomputed counters are cumulative token counts since the run started: hits
     are prefix tokens found on the device or host tier, misses prefix tokens that had to be
     computed. `extra` keeps any other numeric keys the engine reports.
@@ -137,7 +138,7 @@ class TimeseriesSample:
     running: int
     waiting: int
     max_running: int
-    busy: float
+    busy: float | None
     kv_used_tokens: float
     kv_capacity_tokens: float
     kv_device_hits: float
@@ -182,7 +183,7 @@ class TimeseriesSample:
                 running=int(record["running"]),
                 waiting=int(record["waiting"]),
                 max_running=int(record["max_running"]),
-                busy=float(record["busy"]),
+                busy=None if record["busy"] is None else float(record["busy"]),
                 kv_used_tokens=float(record["kv_used_tokens"]),
                 kv_capacity_tokens=float(record["kv_capacity_tokens"]),
                 kv_device_hits=float(record["kv_device_hits"]),

@@ -172,15 +172,16 @@ def summarize_run(
     *,
     origin_s: float,
     elapsed_s: float,
-    busy_s: float,
+    busy_s: float | None,
     engines: int,
     counters: Mapping[str, EngineCounters],
     dispatch: DecisionCounts,
     host_hit_tokens: int | None = None,
 ) -> RunSummary:
     """Summarize consumed `batches` (`digest_batch` of each, in order); `busy_s` is summed
-    over `engines` during `elapsed_s`; `host_hit_tokens`: prompt tokens the engines served from
-    their host tier (None: not reported)."""
+    over `engines` during `elapsed_s` (None: the engines reported no busy time);
+    `host_hit_tokens`: prompt tokens the engines served from their host tier (None: not
+    reported)."""
     t_next = []
     previous_s = origin_s
     for batch in batches:
@@ -198,7 +199,11 @@ def summarize_run(
         t_next_s=tuple(t_next),
         trainer_wait_s=tuple(batch.wait_s for batch in batches),
         e_rollout=useful / (useful + waiting) if useful + waiting > 0 else None,
-        busy_fraction=busy_s / (elapsed_s * engines) if elapsed_s > 0 and engines else None,
+        busy_fraction=(
+            busy_s / (elapsed_s * engines)
+            if busy_s is not None and elapsed_s > 0 and engines
+            else None
+        ),
         kv_hit_rate=cached / prompt if prompt else None,
         kv_host_hit_rate=host_hit_tokens / prompt
         if prompt and host_hit_tokens is not None

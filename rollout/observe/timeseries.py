@@ -13,7 +13,8 @@ nothing engine-specific, so they work for SGLang as for the simulator.
      "kv_capacity_tokens", "kv_device_hits", "kv_host_hits", "kv_misses", "recomputed_tokens"}
 
 with `busy` the fraction of the interval since the previous sample that the engine was busy
-(from the engine's cumulative `busy_s`, also written as an extra key) and cumulative token
+(from the engine's cumulative `busy_s`, also written as an extra key; null when the engine
+reports no busy time, e.g. an SGLang server without `/metrics`) and cumulative token
 counters for the rest. Extra keys: KV traffic between tiers, the host tier's used and capacity
 tokens (`kv_host_used_tokens`, `kv_host_capacity_tokens`; 0 without a host tier) and the
 cumulative `generated_tokens`.
@@ -77,7 +78,7 @@ class EngineCounters:
 
 
 def timeseries_record(
-    t_s: float, engine: str, stats: EngineStats, counters: EngineCounters, busy: float
+    t_s: float, engine: str, stats: EngineStats, counters: EngineCounters, busy: float | None
 ) -> dict[str, Any]:
     """One `timeseries.jsonl` line (see the module docstring); `t_s` from the run's start."""
     extra = stats.extra
@@ -130,7 +131,10 @@ class TimeseriesSampler:
         records = []
         for name, engine in self._engines.items():
             stats = engine.stats()
-            busy_s = float(stats.extra.get("busy_s", 0.0))
+            if "busy_s" not in stats.extra:  # the engine cannot tell (no /metrics)
+                records.append(timeseries_record(t_s, name, stats, self._counters[name], None))
+                continue
+            busy_s = float(stats.extra["busy_s"])
             last_t, credited_s = self._last.get(name, (t_s, busy_s))
             interval = t_s - last_t
             # An engine books a forward's whole duration when it starts, so busy seconds can run

@@ -2,16 +2,18 @@
 
 A format is stateful, one per sample: it is told every message and every model turn in order
 and answers with the ids to append *now*, never with ids that change what was appended before,
-so the record stays append-only (see `rollout.trajectories.tokenizer`). `ChatMLFormat` writes
+so the record stays append-only (see `rollout.trajectories.tokenizer`). A format may hold a
+message's ids back until the next generation prompt (a model's template renders consecutive
+messages together, e.g. tool messages in a row). `ChatMLFormat` writes
 ChatML with any `Tokenizer` (``<|im_start|>role\\ncontent<|im_end|>\\n``, as Qwen does); a model's
 own chat template is `rollout.trajectories.hf_tokenizer.HFChatFormat`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 __all__ = ["ChatFormat", "ChatMLFormat", "ChatTemplate"]
 
@@ -35,8 +37,16 @@ class ChatFormat(Protocol):
         """Ids that end a model turn."""
         ...
 
+    def use_tools(self, tools: Sequence[Mapping[str, Any]]) -> bool:
+        """Offer `tools` (OpenAI function tools) to the model; call before the first message.
+
+        Returns whether the format renders them itself (a model's chat template writes its own
+        tools block); if not, the caller describes them in the system message."""
+        ...
+
     def message(self, role: str, content: str) -> list[int]:
-        """Ids for a system, user or tool message (closing a model turn before it, if any)."""
+        """Ids to append for a system, user or tool message: those closing a model turn before
+        it, if any, and the message's own (now, or with the next `generation_prompt`)."""
         ...
 
     def generation_prompt(self) -> list[int]:
@@ -78,6 +88,9 @@ class ChatMLFormat:
     @property
     def stop_token_ids(self) -> tuple[int, ...]:
         return (self._end_id, self._tokenizer.eos_token_id)
+
+    def use_tools(self, tools: Sequence[Mapping[str, Any]]) -> bool:
+        return False  # plain ChatML has no tools block: the caller writes one
 
     def message(self, role: str, content: str) -> list[int]:
         encode = self._tokenizer.encode

@@ -224,7 +224,9 @@ class ChatPromptBuilder:
     # -- appending -------------------------------------------------------------------------
 
     def add_message(self, role: str, content: str) -> Span:
-        """Append a whole message (system, user or tool) as template tokens; returns its span."""
+        """Append a message (system, user or tool) as template tokens; returns the span of the
+        ids appended now (a model's chat template renders consecutive messages together, so
+        their ids may come with the next `open_turn`)."""
         if self._turn_open:
             raise TokenizerError("a model turn is open; call end_turn() before adding a message")
         start = len(self._token_ids)

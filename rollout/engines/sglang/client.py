@@ -12,6 +12,9 @@ Policy lives here, I/O in `transport`, shapes in `wire`, routing in `routing`:
   `router: true` the one URL is an sglang-router that routes itself.
 * **Load** comes from a background poll of `/metrics` (and the client's own count of requests
   in flight), so `stats()` never makes an HTTP call: the scheduler's decision path stays local.
+  The same poll gives the engine's busy time (`extra["busy_s"]`): the time between two polls
+  that saw `sglang:num_running_reqs` above 0, averaged over the servers; a server without
+  `/metrics` leaves it unknown (no `busy_s`).
 * **Weights**: `update_weights(version)` runs the weight load staged for that version (from
   disk, tensors or a distributed group; `stage_weights`), tags the server with the version and
   flushes the prefix cache. `pause` and `resume` are `/pause_generation` (mode per config) and
@@ -93,6 +96,8 @@ class _Endpoint:
     load: ServerLoad = field(default_factory=ServerLoad)
     in_flight: int = 0
     metrics: bool = True  # the server serves /metrics (started with --enable-metrics)
+    busy_s: float = 0.0  # time between polls that saw a running request (event-loop seconds)
+    polled_at: float | None = None  # event-loop time of the last /metrics read
 
 
 @dataclass(slots=True)
@@ -318,6 +323,10 @@ class SGLangEngine:
             elif load.token_usage is not None:
                 used += round(load.token_usage * info.max_total_tokens)
             evictable += load.evictable_tokens or 0
+        extra = {"kv_evictable_tokens": float(evictable), "in_flight": float(len(self._calls))}
+        if self._endpoints and all(endpoint.metrics for endpoint in self._endpoints):
+            busy = sum(endpoint.busy_s for endpoint in self._endpoints)
+            extra["busy_s"] = busy / len(self._endpoints)
         return EngineStats(
             running_requests=running,
             waiting_requests=waiting,
@@ -325,7 +334,7 @@ class SGLangEngine:
             kv_used_tokens=used,
             kv_capacity_tokens=capacity,
             weight_version=self._version,
-            extra={"kv_evictable_tokens": float(evictable), "in_flight": float(len(self._calls))},
+            extra=extra,
         )
 
     async def aclose(self) -> None:
@@ -578,6 +587,10 @@ class SGLangEngine:
                 log.info("%s serves no /metrics; load is our own in-flight count", endpoint.url)
             elif reply.ok:
                 endpoint.load = parse_metrics(reply.text())
+                now = asyncio.get_running_loop().time()
+                if endpoint.polled_at is not None and endpoint.load.running_requests:
+                    endpoint.busy_s += now - endpoint.polled_at
+                endpoint.polled_at = now
 
     def _check_started(self) -> None:
         if self._closed:

@@ -237,6 +237,8 @@ class KVBackendStats:
     prefetches: int | None = None  # host → device copies started ahead of a session's return
     prefetches_in_time: int | None = None  # of which landed before the session's tool returned
     prefetches_late: int | None = None  # of which landed after it returned
+    pins_high: int | None = None  # open sessions holding a high_ref pin on their KV
+    pins_low: int | None = None  # open sessions holding a low_ref pin on their KV
 
 
 class PrivateHold(Protocol):

@@ -204,6 +204,8 @@ class PolicyKV:
             prefetches=totals.prefetches,
             prefetches_in_time=totals.prefetches_in_time,
             prefetches_late=totals.prefetches_late,
+            pins_high=sum(self._priority(p) == Priority.HIGH for p in self._open.values()),
+            pins_low=sum(self._priority(p) != Priority.HIGH for p in self._open.values()),
         )
 
     # ---- a request's life -----------------------------------------------------------------

@@ -9,12 +9,19 @@ response positions. `response_view` makes that split once, so every adapter alig
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
-from rollout.core.types import Trajectory
+from rollout.core.types import NO_VERSION, Trajectory
 
-__all__ = ["ResponseView", "SampleStatus", "complete_groups", "response_view", "response_views"]
+__all__ = [
+    "ResponseView",
+    "SampleStatus",
+    "complete_groups",
+    "every_row_views",
+    "response_view",
+    "response_views",
+]
 
 SampleStatus = Literal["completed", "truncated", "failed"]
 """completed: the episode ended (rewarded); truncated: cut short (turn, context or time limit),
@@ -43,6 +50,10 @@ class ResponseView:
     session_id: str
     non_generation_s: float
     """Seconds of the episode not spent generating: env start, waiting for and running tools."""
+    generation_s: float = 0.0
+    """Seconds the episode spent generating (its turns' `gen` phases)."""
+    tool_s: float = 0.0
+    """Seconds the episode's tools ran (its turns' `act` phases)."""
 
     @property
     def trajectory_tokens(self) -> tuple[int, ...]:
@@ -69,6 +80,8 @@ def response_view(trajectory: Trajectory) -> ResponseView:
         num_turns=len(trajectory.turns),
         session_id=str(trajectory.info.get("session_id") or trajectory.sample_id),
         non_generation_s=totals["env_init"] + totals["pre_act"] + totals["act"],
+        generation_s=totals["gen"],
+        tool_s=totals["act"],
     )
 
 
@@ -109,3 +122,41 @@ def response_views(
 def complete_groups(groups: Iterable[Sequence[Trajectory]]) -> list[tuple[Trajectory, ...]]:
     """The groups none of whose samples failed: for trainers that need exactly K per prompt."""
     return [tuple(group) for group in groups if all(t.infra_error is None for t in group)]
+
+
+def every_row_views(
+    groups: Iterable[Sequence[Trajectory]], *, filler_id: int | None = None
+) -> list[ResponseView]:
+    """Every sample of `groups` in order, one row each, for trainers that need one row per
+    sample they asked for (verl's `batch.union`, SkyRL's `validate_generator_output`).
+
+    A sample lost to an infrastructure error stays as a row nothing is learnt from: its loss
+    mask is all 0 (logprobs 0.0), its status `failed`, and its reward the mean of its group's
+    live samples (0.0 when none ran), so the group's mean reward -- GRPO's baseline -- is that
+    of the samples that ran. A failed row with no response tokens gets one `filler_id`
+    (masked) when given, so no row is empty.
+    """
+    rows: list[ResponseView] = []
+    for group in groups:
+        live = [t.reward or 0.0 for t in group if t.infra_error is None]
+        baseline = sum(live) / len(live) if live else 0.0
+        for trajectory in group:
+            view = response_view(trajectory)
+            if trajectory.infra_error is not None:
+                view = _masked(view, baseline, filler_id)
+            rows.append(view)
+    return rows
+
+
+def _masked(view: ResponseView, reward: float, filler_id: int | None) -> ResponseView:
+    ids = view.response_ids
+    if not ids and filler_id is not None:
+        ids = (filler_id,)
+    return replace(
+        view,
+        response_ids=ids,
+        response_mask=(0,) * len(ids),
+        response_logprobs=(0.0,) * len(ids),
+        response_versions=(NO_VERSION,) * len(ids),
+        reward=reward,
+    )

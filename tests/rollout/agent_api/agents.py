@@ -1,13 +1,53 @@
 """Agents for the capture tests (beside examples/openai_agent.py): one that rewrites its
-history, one that crashes, one that brings its own reward."""
+history, one that crashes, one that brings its own reward, and one that plays like the example
+agent and keeps every sample's final history (`RECORDED`) for the test to read."""
 
 from __future__ import annotations
+
+import json
+from typing import Any
 
 from openai import AsyncOpenAI
 
 from rollout.agent_api import AgentContext
 
-__all__ = ["crashing", "own_reward", "rewriting"]
+__all__ = ["RECORDED", "crashing", "own_reward", "recording", "rewriting"]
+
+RECORDED: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
+"""sample id -> (its history: what `recording` sent and the model's replies, the tools it
+offered); test state only."""
+
+
+async def recording(ctx: AgentContext) -> float | None:
+    """examples/openai_agent.py's loop (tools offered, tool calls run in the sandbox), keeping
+    its history in `RECORDED[ctx.sample_id]`."""
+    client = AsyncOpenAI(base_url=ctx.base_url, api_key=ctx.api_key, max_retries=0)
+    messages: list[dict[str, Any]] = [dict(message) for message in ctx.messages]
+    RECORDED[ctx.sample_id] = (messages, [dict(tool) for tool in ctx.tools])
+    try:
+        for _ in range(30):
+            reply = await client.chat.completions.create(
+                model=ctx.model, messages=messages, tools=list(ctx.tools)
+            )
+            message = reply.choices[0].message
+            messages.append(message.model_dump(exclude_none=True))
+            if not message.tool_calls:
+                messages.append({"role": "user", "content": "Call one of the tools."})
+                continue
+            for call in message.tool_calls:
+                action = {
+                    "name": call.function.name,
+                    "arguments": json.loads(call.function.arguments),
+                }
+                result = await ctx.step(json.dumps(action))
+                messages.append(
+                    {"role": "tool", "tool_call_id": call.id, "content": result.observation}
+                )
+                if result.done:
+                    return None
+        return 0.0
+    finally:
+        await client.close()
 
 
 async def rewriting(ctx: AgentContext) -> float | None:

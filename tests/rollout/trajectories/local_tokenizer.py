@@ -17,6 +17,11 @@ STRIPS_EARLIER_REASONING = (
     "{% else %}{{ m['content'] }}{% endif %}<|im_end|>\n"
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
+# Qwen's tokenizers add these as single (non-special) tokens: text the model writes with them
+# encodes to them too.
+QWEN_ADDED_TOKENS = (
+    "<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>",
+)  # fmt: skip
 CORPUS = [
     "def main(): print('hello world')",
     "fix the bug in the parser and run the tests",
@@ -26,8 +31,19 @@ CORPUS = [
 ]
 
 
-def save_local_tokenizer(directory: Path, chat_template: str | None = CHATML) -> Path:
-    """Train a tiny BPE on `CORPUS`, save it with `chat_template` under `directory`."""
+def trl_chat_template(name: str) -> str:
+    """A chat template the TRL wheel ships (`trl/chat_templates/<name>.jinja`), e.g. `qwen3`
+    or its prefix-preserving `qwen3_training`."""
+    from importlib.resources import files
+
+    return (files("trl") / "chat_templates" / f"{name}.jinja").read_text(encoding="utf-8")
+
+
+def save_local_tokenizer(
+    directory: Path, chat_template: str | None = CHATML, added_tokens: tuple[str, ...] = ()
+) -> Path:
+    """Train a tiny BPE on `CORPUS`, save it with `chat_template` (and `added_tokens`, as
+    Qwen's `<think>`...) under `directory`."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -47,6 +63,8 @@ def save_local_tokenizer(directory: Path, chat_template: str | None = CHATML) ->
         pad_token="<|pad|>",
         additional_special_tokens=["<|im_start|>", "<|im_end|>"],
     )
+    if added_tokens:
+        fast.add_tokens(list(added_tokens))
     if chat_template is not None:
         fast.chat_template = chat_template
     directory.mkdir(parents=True, exist_ok=True)

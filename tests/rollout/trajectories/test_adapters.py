@@ -3,8 +3,9 @@ in every trainer's layout; infrastructure failures are left out, truncations mar
 dtypes and field lists as each trainer defines them.
 
 verl's `DataProto` (verl installed without its training stack) and Hugging Face `datasets` are
-tested through their real types; SkyRL and slime are not on the package index, so their field
-lists are copied below from their sources, with the file named.
+tested through their real types here, verl's `fit` steps in test_adapters_verl_fit.py and
+SkyRL's own validator in test_adapters_skyrl.py; slime's field list is copied below from its
+source, with the file named.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import datasets
+import numpy as np
 import pytest
 import torch
 
 from rollout.core.types import NO_VERSION, Trajectory
 from rollout.trajectories.adapters import (
+    SKYRL_GENERATOR_OUTPUT_KEYS,
     SkyRLTrajectoryId,
     response_view,
     to_hf_dataset,
@@ -31,11 +34,6 @@ from tests.rollout.trajectory_factory import make_group, make_trajectory
 
 PAD = 0
 
-# skyrl-train/skyrl_train/generators/base.py, class GeneratorOutput(TypedDict)
-SKYRL_GENERATOR_OUTPUT_KEYS = {
-    "prompt_token_ids", "response_ids", "rewards", "loss_masks", "stop_reasons",
-    "rollout_metrics", "rollout_logprobs", "trajectory_ids", "is_last_step", "sampling_masks",
-}  # fmt: skip
 # slime/utils/types.py, @dataclass class Sample (the fields a record may set)
 SLIME_SAMPLE_FIELDS = {
     "group_index", "index", "prompt", "tokens", "multimodal_inputs", "multimodal_train_inputs",
@@ -142,6 +140,7 @@ def test_verl_layout_shapes_dtypes_padding_and_reward_position() -> None:
         )
         assert tensors["rm_scores"][row, last].item() == pytest.approx(view.reward or 0.0)
     assert list(batch.non_tensors["uid"]) == [v.group_id for v in views]
+    assert batch.non_tensors["__num_turns__"].dtype == np.int32  # verl's name and dtype
     assert list(batch.non_tensors["status"]).count("truncated") == 1
     assert "max_turns" in list(batch.non_tensors["stop_reason"])
 
@@ -171,21 +170,32 @@ def test_the_verl_batch_is_a_real_dataproto_with_verls_own_positions() -> None:
 
 def test_skyrl_generator_output_has_skyrls_keys_and_aligned_lists() -> None:
     output = to_skyrl_output(groups())
-    assert set(output) == SKYRL_GENERATOR_OUTPUT_KEYS
-    for i, trajectory in enumerate(trainable()):
-        got = positions(
-            output["response_ids"][i], output["rollout_logprobs"][i], output["loss_masks"][i]
-        )
-        assert got == expected(trajectory)
+    assert list(output) == list(SKYRL_GENERATOR_OUTPUT_KEYS)
+    every = [t for group in groups() for t in group]
+    for i, trajectory in enumerate(every):
         assert output["prompt_token_ids"][i] == list(
             trajectory.token_ids[: trajectory.prompt_tokens]
         )
+        if trajectory.infra_error is None:
+            got = positions(
+                output["response_ids"][i], output["rollout_logprobs"][i], output["loss_masks"][i]
+            )
+            assert got == expected(trajectory)
+            assert output["rewards"][i] == trajectory.reward
     assert output["trajectory_ids"][0] == SkyRLTrajectoryId("g1", 0)
-    assert (
-        output["stop_reasons"].count("max_turns") == 1
-        and "infra_error" not in output["stop_reasons"]
-    )
-    assert output["rewards"] == [t.reward for t in trainable()]
+    assert output["stop_reasons"].count("max_turns") == 1
+    assert output["is_last_step"] is None and len(output["trajectory_time_splits"]["llm"]) == 6
+
+
+def test_a_sample_lost_to_an_infra_error_is_a_zero_mask_row_at_its_groups_mean() -> None:
+    """SkyRL checks it got one row per prompt it sent: the failed sample stays, untrainable."""
+    output = to_skyrl_output(groups(), pad_token_id=PAD)
+    failed = output["stop_reasons"].index("infra_error")
+    assert failed == 5 and len(output["response_ids"]) == 6
+    assert output["response_ids"][failed] and set(output["loss_masks"][failed]) == {0}
+    assert set(output["rollout_logprobs"][failed]) == {0.0}
+    assert output["rewards"][failed] == pytest.approx((0.0 + 1.0) / 2)  # its live siblings
+    assert output["rollout_metrics"]["failed"] == 1
 
 
 def test_slime_samples_use_slimes_fields_and_cover_the_response_only() -> None:

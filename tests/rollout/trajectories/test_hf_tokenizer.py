@@ -75,26 +75,53 @@ def test_the_models_own_ids_stay_verbatim_when_they_are_not_the_canonical_tokeni
     chat.append_generated(spelled, [-0.1] * len(spelled), version=2)  # no end token written
     span = chat.end_turn()
     chat.add_observation("ok", role="tool")
+    chat.open_turn()
     ids = chat.token_ids
     assert list(ids[span.start : span.end]) == spelled and ids[: len(prompt)] == prompt
     closing_and_tool = list(ids[span.end :])
     assert closing_and_tool[0] == tokenizer.special_token_id("<|im_end|>")  # the turn suffix
-    assert tokenizer.decode(closing_and_tool) == "<|im_end|>\n<|im_start|>tool\nok<|im_end|>\n"
+    assert tokenizer.decode(closing_and_tool) == (
+        "<|im_end|>\n<|im_start|>tool\nok<|im_end|>\n<|im_start|>assistant\n"
+    )
     assert chat.loss_mask[span.start : span.end] == (1,) * len(spelled)
     assert sum(chat.loss_mask) == len(spelled)
 
 
-def test_a_template_that_rewrites_history_fails_clearly(tmp_path: Path) -> None:
+def test_a_template_that_rewrites_history_keeps_what_the_model_saw(tmp_path: Path) -> None:
     tokenizer = HFTokenizer(save_local_tokenizer(tmp_path, STRIPS_EARLIER_REASONING))
+    chat_format = HFChatFormat.factory(tokenizer)()
+    chat = ChatPromptBuilder(tokenizer, messages=[("user", "hi")], chat_format=chat_format)
+    first = chat.open_turn()
+    end = tokenizer.special_token_id("<|im_end|>")
+    reasoned = [*tokenizer.encode("<think>ls first</think>run the tests"), end]
+    chat.append_generated(reasoned, [-0.1] * len(reasoned), version=0)
+    chat.end_turn()
+    chat.add_observation("ok", role="tool")
+    second = chat.open_turn()
+    assert second[: len(first) + len(reasoned)] == (*first, *reasoned)  # reasoning kept
+    after = tokenizer.decode(second[len(first) + len(reasoned) :])
+    assert after == "\n<|im_start|>tool\nok<|im_end|>\n<|im_start|>assistant\n"
+    assert chat_format.kept_turns == 1
+
+
+def test_consecutive_messages_render_together_with_the_next_prompt(
+    tokenizer: HFTokenizer,
+) -> None:
     chat = ChatPromptBuilder(
         tokenizer, messages=[("user", "hi")], chat_format=HFChatFormat.factory(tokenizer)()
     )
     chat.open_turn()
-    reasoned = tokenizer.encode("<think>ls first</think>run the tests")
-    chat.append_generated(reasoned, [-0.1] * len(reasoned), version=0)
+    listing = tokenizer.encode("ls")
+    chat.append_generated(listing, [-0.1] * len(listing), version=0)
     chat.end_turn()
-    with pytest.raises(TokenizerError, match=r"not append-only.*rewrites history"):
-        chat.add_observation("ok", role="tool")
+    span = chat.add_observation("a", role="tool")
+    assert tokenizer.decode(chat.token_ids[span.start : span.end]) == "<|im_end|>\n"
+    chat.add_observation("b", role="tool")
+    before = len(chat.token_ids)
+    chat.open_turn()
+    assert tokenizer.decode(chat.token_ids[before:]) == (
+        "<|im_start|>tool\na<|im_end|>\n<|im_start|>tool\nb<|im_end|>\n<|im_start|>assistant\n"
+    )
 
 
 def test_stop_ids_are_the_end_of_turn_and_end_of_text_tokens(tokenizer: HFTokenizer) -> None:
