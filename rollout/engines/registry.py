@@ -101,7 +101,7 @@ class SimBackend:
         assert isinstance(config, SimEngineConfig)
         schedule = SchedulePolicy.PRIORITY if asks.priority_scheduling else SchedulePolicy.FCFS
         changes: dict[str, object] = {
-            "kv_backend": KVBackendKind.PRIORITY if asks.priority_kv else KVBackendKind.LRU,
+            "kv_backend": KVBackendKind.KVCACHE if asks.priority_kv else KVBackendKind.RADIX_LRU,
             "schedule_policy": schedule,
         }
         if not asks.priority_scheduling:

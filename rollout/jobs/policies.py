@@ -196,7 +196,11 @@ def _preset_configs() -> list[PolicyConfig]:
         _without(ours, "no_priority", "critical groups", critical_priority=False),
         _without(ours, "no_preemption", "preemption", preemption=False),
         _without(
-            ours, "no_kv_hints", "priority KV and hints (LRU KV)", kv_hints=False, kv_policy="lru"
+            ours,
+            "no_kv_hints",
+            "priority KV and hints (LRU KV)",
+            kv_hints=False,
+            kv_policy="radix_lru",
         ),
         _without(ours, "no_live_gate", "the live-KV gate", live_kv_budget=0.0),
         _without(ours, "no_kv_residency", "per-turn KV residency", kv_residency=False),
@@ -221,7 +225,7 @@ def _fcfs(name: str, description: str, **changes: object) -> PolicyConfig:
         "critical_priority": False,
         "preemption": False,
         "low_priority_kv_watermark": 0.0,
-        "kv_policy": "lru",
+        "kv_policy": "radix_lru",
         "kv_hints": False,
         "engine_priority_scheduling": False,
         "kv_residency": False,

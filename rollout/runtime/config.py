@@ -46,10 +46,11 @@ class PolicyConfig(FrozenConfig):
         description="Start low-priority generations only while this fraction of device KV is "
         "free (evictable cache counts as free); 0 = no throttle (fraction).",
     )
-    kv_policy: Literal["priority", "lru"] = Field(
+    kv_policy: Literal["priority", "radix_lru"] = Field(
         default="priority",
-        description="KV cache policy of the simulated engine: 'priority' (kvcache/, high_ref "
-        "and low_ref sessions, proactive offload) or 'lru' (passive LRU eviction).",
+        description="The engine's KV cache: 'priority' (the kvcache manager: high_ref and "
+        "low_ref sessions, proactive offload) or 'radix_lru' (SGLang's own radix cache, "
+        "passive LRU eviction).",
     )
     kv_hints: bool = Field(
         default=True,

@@ -1,8 +1,8 @@
 """`python -m rollout.simulation.kv_bench`: plain LRU vs the priority KV policy, same workload.
 
 Runs one synthetic workload and seed in virtual time on the simulated engine over the plain LRU
-radix cache (`kv_backend: lru`, as configured and again with write-back host writes, the
-kvcache policies' rule) and over the kvcache manager (`kv_backend: priority`), with the same
+radix cache (`kv_backend: radix_lru`, as configured and again with write-back host writes, the
+kvcache policies' rule) and over the kvcache manager (`kv_backend: kvcache`), with the same
 engine settings (priority scheduling for all, since the priority backend needs it). A driver
 stands in for the rollout layer: every sample runs reset → (generate → tool)* at once and sends
 the session hints the agent loop sends (`open` with the first request, `tool_wait` with the
@@ -201,9 +201,9 @@ class Comparison:
 def run_comparison(setup: BenchSetup) -> Comparison:
     """The three runs of the same workload and seed."""
     return Comparison(
-        lru=run_backend(setup, KVBackendKind.LRU),
-        lru_write_back=run_backend(setup, KVBackendKind.LRU, HostWritePolicy.WRITE_BACK),
-        policy=run_backend(setup, KVBackendKind.PRIORITY),
+        lru=run_backend(setup, KVBackendKind.RADIX_LRU),
+        lru_write_back=run_backend(setup, KVBackendKind.RADIX_LRU, HostWritePolicy.WRITE_BACK),
+        policy=run_backend(setup, KVBackendKind.KVCACHE),
     )
 
 

@@ -48,8 +48,8 @@ send running requests back to the waiting queue (KV freed, recomputed later), or
 class KVBackendKind(StrEnum):
     """Which KV backend the engine drives (`rollout.engines.sim.factory.build_kv_backend`)."""
 
-    LRU = "lru"  # `LRURadixKV`: passive LRU radix cache with HiCache-style host tier (baseline)
-    PRIORITY = "priority"  # `PolicyKV` over the `kvcache` manager (priority refs, proactive KV)
+    RADIX_LRU = "radix_lru"  # `LRURadixKV`: SGLang's own radix cache, passive LRU, HiCache host
+    KVCACHE = "kvcache"  # `PolicyKV` over the `kvcache` manager (its `kvcache.policy`)
 
 
 # kvcache sizes the factory derives from the model, `page_tokens`, `host` and `link`; they must
@@ -200,14 +200,14 @@ class SimEngineConfig(FrozenConfig):
     host: HostTierConfig = Field(default_factory=HostTierConfig)
     link: LinkConfig = Field(default_factory=LinkConfig)
     kv_backend: KVBackendKind = Field(
-        default=KVBackendKind.LRU,
-        description="KV backend: 'lru' (plain LRU radix cache, the baseline) or 'priority' "
-        "(the kvcache manager: session refs by priority, tool-wait offload, prefetch). "
-        "'priority' needs schedule_policy: priority.",
+        default=KVBackendKind.RADIX_LRU,
+        description="KV backend: 'radix_lru' (SGLang's own radix cache: passive LRU, the "
+        "baseline) or 'kvcache' (the kvcache manager, running `kvcache.policy`: session refs "
+        "by priority, tool-wait offload, prefetch). 'kvcache' needs schedule_policy: priority.",
     )
     kvcache: KVCacheConfig = Field(
         default_factory=KVCacheConfig,
-        description="Policy knobs of the kvcache manager (used when kv_backend is 'priority'; "
+        description="Policy knobs of the kvcache manager (used when kv_backend is 'kvcache'; "
         "kvcache.config.KVCacheConfig). Its page size, pool sizes and link model are "
         "derived from page_tokens, the model, host and link; do not set them here.",
     )
@@ -237,11 +237,11 @@ class SimEngineConfig(FrozenConfig):
                 "host.ratio and link; set those instead"
             )
         if (
-            self.kv_backend is KVBackendKind.PRIORITY
+            self.kv_backend is KVBackendKind.KVCACHE
             and self.schedule_policy is not SchedulePolicy.PRIORITY
         ):
             raise ValueError(
-                "kv_backend: priority needs schedule_policy: priority (the policy refuses low-"
+                "kv_backend: kvcache needs schedule_policy: priority (the policy refuses low-"
                 "priority requests the KV that high-priority sessions hold; in FCFS order such a "
                 "refused request would block the high-priority requests queued behind it)"
             )

@@ -70,7 +70,7 @@ def build_policy_kv(
 
 def build_kv_backend(config: SimEngineConfig, model: ServedModelConfig) -> KVBackend:
     """The backend `config.kv_backend` names, sized from the model."""
-    if config.kv_backend is KVBackendKind.PRIORITY:
+    if config.kv_backend is KVBackendKind.KVCACHE:
         return build_policy_kv(config, model)
     return build_lru_kv(config, model)
 

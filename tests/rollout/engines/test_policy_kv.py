@@ -102,7 +102,7 @@ def make_policy(capacity: int, host: int = 0, clock: ManualClock | None = None) 
     return unit_policy(capacity, host, clock)
 
 
-@pytest.fixture(params=[make_lru, make_policy], ids=["lru", "priority"])
+@pytest.fixture(params=[make_lru, make_policy], ids=["radix_lru", "kvcache"])
 def make_kv(request: pytest.FixtureRequest) -> MakeKV:
     factory: MakeKV = request.param
     return factory
@@ -278,7 +278,7 @@ def test_an_unused_reservation_can_be_given_back_but_no_more(make_kv: MakeKV) ->
 
 @settings(max_examples=30, deadline=None)
 @given(st.integers(min_value=0, max_value=2**32))
-@pytest.mark.parametrize("factory", [make_lru, make_policy], ids=["lru", "priority"])
+@pytest.mark.parametrize("factory", [make_lru, make_policy], ids=["radix_lru", "kvcache"])
 def test_random_request_lives_keep_every_invariant(factory: MakeKV, seed: int) -> None:
     rng = random.Random(seed)
     clock = ManualClock()
@@ -466,7 +466,7 @@ def engine_policy(
 
 
 def make_backend(name: str, capacity_tokens: int, host_tokens: int = 0) -> KVBackend:
-    if name == "lru":
+    if name == "radix_lru":
         return LRURadixKV(capacity_tokens, 64, host_tokens)
     return engine_policy(capacity_tokens, host_tokens)
 
@@ -653,7 +653,7 @@ def test_the_engine_stats_expose_hits_misses_recomputation_transfers_and_prefetc
 # ---- engine behaviours on both backends ------------------------------------------------------
 
 
-BACKENDS = ["lru", "priority"]
+BACKENDS = ["radix_lru", "kvcache"]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -814,14 +814,14 @@ def test_a_kv_tight_rollout_with_hints_keeps_the_policy_cache_consistent() -> No
         checked.append(kv)
         return kv
 
-    log, _ = rollout_log(5, "priority", factory)
+    log, _ = rollout_log(5, "kvcache", factory)
     stats = checked[0].policy_stats()
     assert len(log) > 10
     assert stats.offloads > 0 and stats.h2d_tokens > 0  # the run did move KV both ways
 
 
 def test_every_copy_the_policy_makes_crosses_the_engines_link() -> None:
-    _, stats = rollout_log(5, "priority")
+    _, stats = rollout_log(5, "kvcache")
     assert stats["kv_offloads"] > 0 and stats["kv_loaded_tokens"] > 0
     assert (stats["d2h_bytes"], stats["h2d_bytes"]) == (
         stats["kv_offloaded_tokens"] * 262_144,  # the 32B model's KV bytes per token
@@ -847,8 +847,8 @@ def test_the_adapter_over_kvcaches_lru_policy_prefills_what_the_lru_backend_pref
         high_groups=0,
         seed=0,
     )
-    lru = run_backend(setup, KVBackendKind.LRU, HostWritePolicy.WRITE_BACK).engine
-    adapter = run_backend(setup, KVBackendKind.PRIORITY).engine
+    lru = run_backend(setup, KVBackendKind.RADIX_LRU, HostWritePolicy.WRITE_BACK).engine
+    adapter = run_backend(setup, KVBackendKind.KVCACHE).engine
     assert lru["host_hit_tokens"] > 0  # the pool was tight enough to evict
     assert adapter["prefill_tokens"] == pytest.approx(lru["prefill_tokens"], rel=0.01)
 
@@ -865,7 +865,7 @@ def test_kv_backend_priority_builds_the_policy_sized_and_linked_like_the_engine(
     config = load_config(
         SimEngineConfig,
         CONFIGS / "engine" / "sim.yaml",
-        ["kv_backend=priority", "schedule_policy=priority"],
+        ["kv_backend=kvcache", "schedule_policy=priority"],
     )
     kv = build_kv_backend(config, MODEL)
     assert isinstance(kv, PolicyKV)
@@ -885,7 +885,7 @@ def test_kv_backend_priority_builds_the_policy_sized_and_linked_like_the_engine(
 
 def test_the_priority_backend_with_fcfs_scheduling_is_refused_with_advice() -> None:
     with pytest.raises(ConfigError, match="needs schedule_policy: priority"):
-        load_config(SimEngineConfig, CONFIGS / "engine" / "sim.yaml", ["kv_backend=priority"])
+        load_config(SimEngineConfig, CONFIGS / "engine" / "sim.yaml", ["kv_backend=kvcache"])
 
 
 def test_kvcache_pool_sizes_in_the_engine_config_are_refused_with_advice() -> None:

@@ -47,8 +47,8 @@ def test_an_unknown_policy_name_suggests_the_closest_preset() -> None:
     ("name", "critical", "preemption", "kv", "admission", "holding"),
     [
         ("conductor", True, True, "priority", "staleness_bound", "action"),
-        ("sync", False, False, "lru", "synchronous", "action"),
-        ("traj_async", False, False, "lru", "staleness_bound", "trajectory"),
+        ("sync", False, False, "radix_lru", "synchronous", "action"),
+        ("traj_async", False, False, "radix_lru", "staleness_bound", "trajectory"),
     ],
 )
 def test_the_three_compared_policies_have_their_documented_flags(
@@ -83,10 +83,10 @@ def test_without_critical_groups_there_is_nothing_to_preempt_for() -> None:
 
 def test_the_sim_engine_gets_the_policys_kv_backend_and_queue_order() -> None:
     ours = _engine(resolve_policy("conductor"))
-    assert ours.kv_backend is KVBackendKind.PRIORITY
+    assert ours.kv_backend is KVBackendKind.KVCACHE
     assert ours.schedule_policy is SchedulePolicy.PRIORITY
     baseline = _engine(resolve_policy("sync"))
-    assert baseline.kv_backend is KVBackendKind.LRU
+    assert baseline.kv_backend is KVBackendKind.RADIX_LRU
     assert baseline.schedule_policy is SchedulePolicy.FCFS
 
 
@@ -135,9 +135,9 @@ def test_a_derived_policy_defaults_to_ours_and_names_a_bad_flag() -> None:
 
 
 def test_simulate_plans_take_derived_policies_from_the_command_line() -> None:
-    override = "policies=[conductor, {name: lru_ours, base: conductor, kv_policy: lru}]"
+    override = "policies=[conductor, {name: lru_ours, base: conductor, kv_policy: radix_lru}]"
     simulation = plan_simulation(SIMULATE, [override])
-    assert [policy.config.kv_policy for policy in simulation.policies] == ["priority", "lru"]
+    assert [policy.config.kv_policy for policy in simulation.policies] == ["priority", "radix_lru"]
     with pytest.raises(ConfigError, match="repeat"):
         plan_simulation(SIMULATE, ["policies=[sync, {name: sync, base: sync}]"])
 

@@ -114,7 +114,7 @@ async def test_an_unreachable_server_fails_start_up_with_what_to_do() -> None:
 @sim_only
 async def test_a_server_without_priority_scheduling_is_refused() -> None:
     async with sim_server(
-        ["schedule_policy=fcfs", "priority_preemption=false", "kv_backend=lru"]
+        ["schedule_policy=fcfs", "priority_preemption=false", "kv_backend=radix_lru"]
     ) as server:
         with pytest.raises(EngineStartupError, match="--enable-priority-scheduling"):
             await SGLangEngine.connect(config_for(server.url))

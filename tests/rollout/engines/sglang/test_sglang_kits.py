@@ -66,7 +66,7 @@ def _kit_mixins() -> dict[str, type]:
 # SGLANG_REQ_RUNNING_TIMEOUT, as serve-sim's config fields.
 ENGINE = (
     "schedule_policy=priority, priority_preemption=true, preemption_threshold=0, "
-    "kv_backend=priority, max_running_requests=1"
+    "kv_backend=kvcache, max_running_requests=1"
 )
 TIMEOUT_SERVERS = {
     "test_waiting_timeout": ["waiting_timeout_s=1", f"engine.overrides=[{ENGINE}]"],
