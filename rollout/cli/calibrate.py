@@ -11,7 +11,7 @@ import typer
 import yaml
 
 from foundation.config import load_config, parse_config
-from harness.errors import HarnessError
+from foundation.errors import ConductorError
 from rollout.cli.console import console, fail
 
 __all__ = ["app"]
@@ -26,7 +26,7 @@ def _load(config_path: Path, overrides: list[str] | None) -> Any:
 
     try:
         return load_config(CalibrationConfig, config_path, overrides or [])
-    except HarnessError as exc:
+    except ConductorError as exc:
         fail(str(exc))
 
 
@@ -121,7 +121,7 @@ def calibrate_validate(
     model_path = model or (config_path.parent / config.model_path)
     try:
         configured = load_config(ServedModelConfig, model_path)
-    except HarnessError as exc:
+    except ConductorError as exc:
         fail(str(exc))
     if configured.kv_bytes_per_token != config.shapes.kv_bytes_per_token:
         fail(
@@ -154,17 +154,11 @@ def calibrate_validate(
         "d2h_bytes_per_s": fitted.d2h_bytes_per_s,
     }
     result["summary"] = summary(checks, config.steps.max_decode_error)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "timings.json").write_text(json.dumps(result, indent=1) + "\n")
     header = (
         f"Whole steps of {config_path.name} on {result['device']} ({result['measured_at']}, "
         f"torch {result['torch']}, {result['timing']}, median of {config.timing.repeats}).\n\n"
     )
-    (out / "validate.md").write_text(header + table)
-    target = out / f"{model_path.stem}_calibrated.yaml"
-    target.write_text(
-        _calibrated_header(model_path, result) + yaml.safe_dump(calibrated_raw, sort_keys=False)
-    )
+    _write_validation(out, result, header + table, model_path, calibrated_raw)
     console.print(header + table)
     console.print(_describe(fitted))
     for skipped in bench.skipped:
@@ -177,6 +171,19 @@ def calibrate_validate(
             + ": the measurement is broken (a cache, aliasing or skipped work); fix it before "
             "applying"
         )
+
+
+def _write_validation(
+    out: Path, result: dict[str, Any], table: str, model_path: Path, calibrated: Any
+) -> None:
+    """OUT/timings.json, OUT/validate.md and OUT/<model>_calibrated.yaml."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "timings.json").write_text(json.dumps(result, indent=1) + "\n")
+    (out / "validate.md").write_text(table)
+    target = out / f"{model_path.stem}_calibrated.yaml"
+    target.write_text(
+        _calibrated_header(model_path, result) + yaml.safe_dump(calibrated, sort_keys=False)
+    )
 
 
 def _calibrated_header(model: Path, result: dict[str, Any]) -> str:
@@ -223,7 +230,7 @@ def calibrate_apply(
     )
     try:
         load_config(ServedModelConfig, target)
-    except HarnessError as exc:
+    except ConductorError as exc:
         fail(f"the calibrated config does not validate: {exc}")
     link = (fitted.h2d_bytes_per_s + fitted.d2h_bytes_per_s) / 2 / 1e9
     console.print(f"wrote {target}; the engine's link: configs/engine/sim.yaml link bandwidth "
