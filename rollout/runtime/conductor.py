@@ -10,7 +10,8 @@ It owns, for one run:
 * **scheduling** (`Dispatcher` around the pure `RolloutScheduler`): generation slots,
   preemption (`engine.abort`), priority changes (act slots, KV hints);
 * **priority** (`PriorityKeeper`): critical groups recomputed at every turn boundary;
-* **the sink**: finished samples become groups; `batches()` yields B complete groups;
+* **the sink**: finished samples become groups; `batches()` yields B complete groups (from the
+  oldest admitted ones, under `admission.consume_window`);
 * **weights**: `update_weights(version)` pauses the engines (in-flight generations come back
   partial and resume later: *interrupted*), installs the version, resumes;
 * **time series**: engine stats every `timeseries_interval_s` on the loop clock.
@@ -322,14 +323,14 @@ class Conductor(StepDeadlines, RetiredGroups, ShedGroups):
             requested_s = self._clock.now()
             deadline: StepDeadline | None = None
             if self._config.deadline.step_budget_s is None:
-                while self._sink.ready_groups < size:
+                while self._ready_groups() < size:
                     self._group_ready.clear()
                     await self._group_ready.wait()
                 take = size
             else:
                 deadline = await self._await_by_deadline(requested_s, size)
                 take = deadline.groups
-            groups = self._sink.take_batch(take)
+            groups = self._sink.take_batch(take, self._admission.consumable())
             assert groups is not None
             group_ids = [group[0].group_id for group in groups]
             batch = Batch(
@@ -348,6 +349,10 @@ class Conductor(StepDeadlines, RetiredGroups, ShedGroups):
             self.stats.batches += 1
             self._recompute_priorities()
             yield batch
+
+    def _ready_groups(self) -> int:
+        """Complete groups the next batch may take (within `admission.consume_window`)."""
+        return self._sink.ready_among(self._admission.consumable())
 
     def _note(self, kind: str, **fields: Any) -> None:
         """Record a conductor decision in the decision log, if one is kept."""
