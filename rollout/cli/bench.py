@@ -167,8 +167,10 @@ def bench_rollout(
                 progress=lambda line: status.update(line),
                 record_dir=record_dir,
             )
-            fine = [v for text in sweep for v in refine_sweep(text, results, refine)]
-            if refine and fine:
+            fine = (
+                [v for text in sweep for v in refine_sweep(text, results, refine)] if refine else []
+            )
+            if fine:
                 results += run_seeds(
                     config,
                     overrides or [],

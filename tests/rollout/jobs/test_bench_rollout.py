@@ -165,6 +165,18 @@ def test_the_command_runs_the_refined_values_after_the_coarse_sweep(tmp_path) ->
     assert swept == [f"traj_async[agent_slots={n}]" for n in (1, 4, 2, 3, 5, 6)]
 
 
+def test_without_refine_the_command_runs_only_the_swept_values(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    table = tmp_path / "bench.md"
+    done = CliRunner().invoke(
+        app,
+        ["rollout", str(SHORT), *SMALL, "policies=[conductor]", "--seeds", "0", "--sweep",
+         "traj_async:conductor.agent_slots=1,4", "--markdown", str(table)],
+    )  # fmt: skip
+    assert done.exit_code == 0, done.output
+    rows = [line for line in table.read_text().splitlines() if line.startswith("| traj_async")]
+    assert len(rows) == 2
+
+
 def test_every_simulated_run_stays_above_its_floor_and_measures_its_length_bias() -> None:
     results = run_seeds(SHORT, [*SMALL, "policies=[conductor, traj_async, sync]"], [0, 1])
     for result in results:
