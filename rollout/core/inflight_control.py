@@ -194,6 +194,7 @@ class CapChange:
 
     cap: int
     cancel: int
+    kind: Literal["grow", "trim", "cut"]
     reason: str
 
 
@@ -243,7 +244,7 @@ class InflightControl:
             and running >= self.config.binding_fraction * self.limit
         ):
             self._cap = self._clamp(self._cap * self.config.turnover_growth**fraction)
-            return self._apply(int(self._cap), 0, "grow")
+            return self._apply(int(self._cap))
         return None
 
     def observe(
@@ -294,7 +295,8 @@ class InflightControl:
                 fraction, reason = escalated or config.queue_cut_fraction, "queue overload"
             else:
                 fraction, reason = escalated or config.preemption_cut_fraction, "preemptions"
-            change = self._resize_down(int(self._clamp(inflight * fraction)), inflight, reason)
+            target = int(self._clamp(inflight * fraction))
+            change = self._resize_down(target, inflight, "cut", reason)
             self._draining = self._escalated = True
             return change
         if max_usage > config.kv_usage_soft_cap and inflight > 0 and self._trim_cooldown == 0:
@@ -303,24 +305,31 @@ class InflightControl:
             tier = "hard" if hard else "soft"
             reason = f"kv use {max_usage:.2f}: {tier} trim"
             self._trim_cooldown = config.kv_trim_cooldown_polls
-            return self._resize_down(target, inflight, reason, cancel=hard)
+            return self._resize_down(target, inflight, "trim", reason, cancel=hard)
         return None
 
     def _resize_down(
-        self, target: int, inflight: int, reason: str, *, cancel: bool = True
+        self,
+        target: int,
+        inflight: int,
+        kind: Literal["trim", "cut"],
+        reason: str,
+        *,
+        cancel: bool = True,
     ) -> CapChange:
         """Lower the cap (never raise it) and, with `cancel`, shed the in-flight excess."""
         target = min(target, self.limit)
         self._cap = float(target)
         excess = inflight - target if cancel and inflight > target else 0
         self.limit = target
-        return CapChange(target, excess, reason)
+        return CapChange(target, excess, kind, reason)
 
-    def _apply(self, limit: int, cancel: int, reason: str) -> CapChange | None:
+    def _apply(self, limit: int) -> CapChange | None:
+        """A grown cap, when it grew by a whole episode."""
         if limit == self.limit:
             return None
         self.limit = limit
-        return CapChange(limit, cancel, reason)
+        return CapChange(limit, 0, "grow", "clear engines, the cap binds")
 
     def _clamp(self, value: float) -> float:
         ceiling = self.config.max_inflight or math.inf

@@ -151,9 +151,9 @@ class AdaptiveInflightLimit:
     def _apply(self, change: CapChange | None) -> None:
         if change is None:
             return
-        if change.reason == "grow":
+        if change.kind == "grow":
             self.counts.grows += 1
-        elif "trim" in change.reason:
+        elif change.kind == "trim":
             self.counts.trims += 1
         else:
             self.counts.cuts += 1

@@ -86,7 +86,7 @@ def test_an_episode_that_generated_nothing_advances_the_turnover_but_grows_nothi
 def test_kv_use_above_the_soft_cap_lowers_the_cap_and_cancels_nothing() -> None:
     change = control(cap=20).observe(poll(usage=0.85), inflight=20, now_s=0.0)
     assert change is not None and "soft" in change.reason
-    assert change == CapChange(cap=int(20 * 0.7 / 0.85), cancel=0, reason=change.reason)
+    assert change == CapChange(int(20 * 0.7 / 0.85), 0, "trim", change.reason)
 
 
 def test_kv_use_above_the_hard_cap_also_cancels_the_excess() -> None:
@@ -112,7 +112,7 @@ def test_a_preemption_cuts_to_four_fifths_of_in_flight_and_cancels_the_excess() 
     ctl = control(cap=20)
     ctl.observe(poll(preemptions=3), inflight=20, now_s=0.0)  # the first poll is the baseline
     change = ctl.observe(poll(preemptions=4), inflight=20, now_s=5.0)
-    assert change is not None and (change.cap, change.cancel) == (16, 4)
+    assert change is not None and (change.cap, change.cancel, change.kind) == (16, 4, "cut")
     assert change.reason == "preemptions"
 
 
