@@ -14,8 +14,8 @@
 # model at B=16) add kv_throttle at a 40 % watermark, the single-factor ablations and ours with a
 # constant and an oracle length predictor. Then the growth family (configs/simulate/growth.yaml:
 # contexts that grow ~6x per trajectory) at B ∈ {4, 16} on both models, and the drift workload
-# (configs/simulate/drift.yaml: trajectories 2.5x longer over its 20 steps) at B=4 on both
-# models, async_factor 2, with every baseline and both peers. KV-tight, growth and drift cells
+# (configs/simulate/drift.yaml: trajectories 2.5x longer over its 20 steps) on the 32B-like
+# model at B=4 and the 8B-like at B=16, async_factor 2, with every baseline and both peers. KV-tight, growth and drift cells
 # draw the comparison figures of their first seed into ${OUT%.md}_figures/<cell>/ (`--figures`).
 #
 # Every sweep is a coarse grid refined around its best value in steps of at most $REFINE (4;
@@ -99,6 +99,7 @@ cell() {
 }
 
 M32=model.path=../model/qwen3_32b_h200.yaml
+M8=model.path=../model/qwen3_8b_h200.yaml
 ABLATIONS="no_priority,no_preemption,no_kv_hints,no_live_gate,no_kv_residency"
 KV40="{name: kv_throttle_40, base: kv_throttle, low_priority_kv_watermark: 0.4}"
 # The predictor ablations: ours with a constant remaining-length guess, and with the truth.
@@ -164,13 +165,14 @@ else
       done
     done
   done
-  # The growth family (B 4 and 16) and the drift workload (B 4, its 20 steps), async_factor 2.
+  # The growth family (B 4 and 16) and the drift workload (its 20 steps; 32B-like at B=4,
+  # 8B-like at B=16, where its late contexts outgrow the pool), async_factor 2.
   for workload in growth drift; do
     for model in 32B 8B; do
       for b in 4 16; do
-        [[ $workload == drift && $b != 4 ]] && continue
+        [[ $workload:$model:$b == drift:32B:16 || $workload:$model:$b == drift:8B:4 ]] && continue
         args=(configs/simulate/$workload.yaml groups_per_step=$b async_factor=2)
-        [[ $model == 32B ]] && args+=("$M32")
+        if [[ $model == 32B ]]; then args+=("$M32"); else args+=("$M8"); fi
         cell "$workload-$model-B$b-a2" --figures "${args[@]}" \
           "policies=[conductor,sync,traj_async,aggressive,kv_throttle,$PEERS]" \
           --sweep "traj_async:conductor.agent_slots=$(slots $model $b $workload)" \

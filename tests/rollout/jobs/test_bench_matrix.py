@@ -43,10 +43,11 @@ def test_the_matrix_covers_both_models_every_workload_both_batch_sizes_and_async
         for factor in (0, 2)
     }
     growth = {f"growth-{model}-B{b}-a2" for model in ("8B", "32B") for b in (4, 16)}
-    drift = {f"drift-{model}-B4-a2" for model in ("8B", "32B")}
+    drift = {"drift-32B-B4-a2", "drift-8B-B16-a2"}
     assert set(cells) == expected | growth | drift
     for cell in growth | drift:
         assert f"configs/simulate/{cell.split('-')[0]}.yaml" in cells[cell], cell
+        assert f"qwen3_{cell.split('-')[1].lower()}_h200" in cells[cell], cell
         assert "--figures" in cells[cell] and "--sweep aggressive:" in cells[cell], cell
     for cell, args in cells.items():
         assert ("adaptive_inflight,sample_refill" in args) == cell.endswith("-a2"), cell
