@@ -7,7 +7,7 @@ import logging
 
 import typer
 
-from rollout.cli import bench, calibrate, envs, images, trace
+from rollout.cli import bench, calibrate, envs, images, trace, workload
 from rollout.cli.replay import replay
 from rollout.cli.report import report
 from rollout.cli.run import run
@@ -68,6 +68,7 @@ app.add_typer(envs.app, name="envs")
 app.add_typer(bench.app, name="bench")
 app.add_typer(calibrate.app, name="calibrate")
 app.add_typer(trace.app, name="trace")
+app.add_typer(workload.app, name="workload")
 
 
 def main() -> None:

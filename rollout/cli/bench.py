@@ -120,6 +120,12 @@ def bench_rollout(
         help="tune a baseline: POLICY:KEY=V1,V2,... (repeatable), e.g. "
         "traj_async:conductor.agent_slots=8,16,32,64; its best value is compared to ours",
     ),
+    refine: int = typer.Option(
+        0,
+        min=0,
+        help="after the sweeps, also run every value between each numeric sweep's best and "
+        "its neighbours in steps of at most this (0 = no refinement), e.g. --refine 4",
+    ),
     markdown: Path | None = typer.Option(
         None, help="also append the table, as Markdown, to this file (for docs/benchmarks.md)"
     ),
@@ -141,6 +147,7 @@ def bench_rollout(
         markdown_table,
         parse_sweep,
         ratios_to_ours,
+        refine_sweep,
         run_seeds,
     )
 
@@ -160,6 +167,20 @@ def bench_rollout(
                 progress=lambda line: status.update(line),
                 record_dir=record_dir,
             )
+            fine = (
+                [v for text in sweep for v in refine_sweep(text, results, refine)] if refine else []
+            )
+            if fine:
+                results += run_seeds(
+                    config,
+                    overrides or [],
+                    seed_list,
+                    variants=fine,
+                    progress=lambda line: status.update(f"refining: {line}"),
+                    record_dir=record_dir,
+                    config_policies=False,
+                )
+                variants += fine
     except (ConfigError, ValueError) as exc:
         fail(str(exc))
     ratios = ratios_to_ours(results)

@@ -27,6 +27,7 @@ The staleness quota stays global: B groups per step, whatever their source.
 
 from __future__ import annotations
 
+import math
 import random
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
@@ -132,6 +133,16 @@ class AdmissionController:
     def live_groups(self) -> tuple[Group, ...]:
         """Admitted, not yet consumed, in admission order (including ones awaiting re-admission)."""
         return tuple(self._live.values())
+
+    def consumable(self) -> frozenset[str] | None:
+        """The groups the next batch may take under `consume_window`: the oldest
+        ceil(consume_window × B) live groups, in admission order; None when there is no window
+        (any complete group may be consumed)."""
+        window = self._config.consume_window
+        if window is None:
+            return None
+        size = math.ceil(window * self._config.groups_per_step - 1e-9)
+        return frozenset(group_id for group_id, _ in zip(self._live, range(size), strict=False))
 
     def admission_limit(self) -> int:
         """``(k + async_factor) × B``: the most groups that may have been admitted at this step."""

@@ -68,6 +68,18 @@ class AdmissionConfig(FrozenConfig):
         ge=0,
         description="Stop admitting after this many passes over the prompts; 0 = no limit.",
     )
+    consume_window: float | None = Field(
+        default=None,
+        ge=1.0,
+        description=(
+            "Enforced bias bound: each step's batch comes from the oldest "
+            "ceil(consume_window × B) admitted, unconsumed groups (in admission order), so a "
+            "policy that finishes short groups first cannot train on them ahead of more than "
+            "(consume_window − 1) × B older ones. 1 = strict admission order (no length bias; "
+            "the step waits for its oldest B groups); larger trades bias for T_next; null = "
+            "any complete group (no bound) (× B)."
+        ),
+    )
 
 
 class PriorityConfig(FrozenConfig):

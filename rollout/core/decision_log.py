@@ -76,10 +76,11 @@ DECISION_TYPES: Mapping[str, type[Any]] = types.MappingProxyType(
 
 _KINDS = {"StartGeneration": "start", "Preempt": "preempt", "PriorityChanged": "priority"}
 
-CONDUCTOR_KINDS = frozenset({"admit", "truncate", "cancel", "offload"})
+CONDUCTOR_KINDS = frozenset({"admit", "truncate", "cancel", "offload", "shed"})
 """Kinds of the conductor's own decisions (`DecisionLog.note`): a group admitted, a sample
 truncated at a step deadline, a generation cancelled because it cannot help the step, a
-session's KV handed to the KV manager for offload while its tool runs (the TOOL_WAIT hint)."""
+session's KV handed to the KV manager for offload while its tool runs (the TOOL_WAIT hint), a
+live group shed by a polled live limit and run again from scratch."""
 
 
 class DecisionLogError(RolloutError, ValueError):

@@ -40,6 +40,7 @@ __all__ = [
     "Trajectory",
     "Turn",
     "check_transition",
+    "group_id_of",
     "make_sample_id",
 ]
 
@@ -95,6 +96,15 @@ def check_transition(current: SampleState, target: SampleState) -> None:
 def make_sample_id(group_id: str, attempt: int, index: int) -> str:
     """The id of sample `index` of `group_id`; `attempt` > 0 after a restart re-admitted it."""
     return f"{group_id}-a{attempt}-s{index}"
+
+
+def group_id_of(sample_id: str) -> str:
+    """The group id `make_sample_id` put in `sample_id` (ValueError for another shape)."""
+    head, sep, index = sample_id.rpartition("-s")
+    group_id, mark, attempt = head.rpartition("-a")
+    if not sep or not mark or not group_id or not index.isdigit() or not attempt.isdigit():
+        raise ValueError(f"{sample_id!r} is not a sample id (GROUP-aATTEMPT-sINDEX)")
+    return group_id
 
 
 def sample_index_of(sample_id: str) -> int:

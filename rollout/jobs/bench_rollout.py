@@ -9,7 +9,12 @@ one side of 1 (`Ratio.decisive`). SIMULATED: every figure is virtual time on the
 
 A baseline is compared at its best setting: a *sweep* (`parse_sweep`, e.g.
 `traj_async:conductor.agent_slots=8,16,32`) runs a policy once per value of one of its knobs,
-and `best_of_sweeps` keeps the value with the lowest mean T_next.
+and `best_of_sweeps` keeps the value with the lowest mean T_next. A coarse grid can miss the
+best by far (issue 27: `traj_async` on a growing-context trace changed 2x between 16 and 32
+slots), so a numeric sweep can be *refined* (`refine_sweep`): after the coarse pass, the
+values between the best one's neighbours in steps of at most `step` run too, so the best is
+known to within `step` (one pass: the optimum is taken to lie between the best coarse value's
+neighbours; a best at the grid's edge gets two more values past it).
 
 *Figures*: with a `record_dir`, `run_seeds` records each policy's run of the first seed to a
 run directory of its own (`record_dir/<run_dir_name(policy)>`, steps, events and engine
@@ -52,6 +57,8 @@ __all__ = [
     "markdown_table",
     "parse_sweep",
     "ratios_to_ours",
+    "refine_sweep",
+    "refined_values",
     "run_dir_name",
     "run_seeds",
     "run_weak_scaling",
@@ -110,6 +117,55 @@ def parse_sweep(text: str) -> list[Variant]:
         Variant(f"{policy}[{_label(knob, value)}]", policy, (f"{key}={value}",))
         for value in choices
     ]
+
+
+_ONE_OVERRIDE = re.compile(r"^\[\s*([A-Za-z_][A-Za-z0-9_.]*)\s*=\s*(\d+)\s*\]$")
+
+
+def refined_values(values: Sequence[int], best: int, step: int) -> list[int]:
+    """The values a refinement adds, ascending: `best` ± multiples of `step` strictly between
+    its neighbours in `values`, and at an edge of the grid two steps past it (at least 1);
+    none run already."""
+    if step < 1:
+        raise ValueError(f"a refinement step must be at least 1, got {step}")
+    grid = sorted(set(values))
+    if best not in grid:
+        raise ValueError(f"the best value {best} is not one of the sweep's {grid}")
+    at = grid.index(best)
+    edge = 2 * step + 1  # two steps past an edge (exclusive bound)
+    low = grid[at - 1] if at > 0 else best - edge
+    high = grid[at + 1] if at + 1 < len(grid) else best + edge
+    below = range(best - step, max(low, 0), -step)
+    above = range(best + step, high, step)
+    return sorted(value for value in (*below, *above) if value not in grid)
+
+
+def refine_sweep(text: str, results: Sequence[SeedSpread], step: int) -> list[Variant]:
+    """The variants that refine sweep `text` around its best value so far (`refined_values`):
+    its values must be whole numbers or one-item overrides `[key=N]` (else no refinement)."""
+    variants = parse_sweep(text)
+    policy, _, assignment = text.partition(":")
+    key, _, _ = assignment.partition("=")
+    numbers: list[int] = []
+    inner = ""
+    for variant in variants:
+        value = variant.overrides[0].split("=", 1)[1].strip()
+        match = _ONE_OVERRIDE.match(value)
+        if value.isdigit():
+            numbers.append(int(value))
+        elif match is not None and inner in ("", match.group(1)):
+            inner = match.group(1)
+            numbers.append(int(match.group(2)))
+        else:
+            return []
+    means = {r.policy: r.t_next().mean for r in results}
+    ran = [(means[v.label], n) for v, n in zip(variants, numbers, strict=True) if v.label in means]
+    if not ran:
+        return []
+    best = min(ran)[1]
+    fine = refined_values(numbers, best, step)
+    choices = [f"[{inner}={value}]" if inner else str(value) for value in fine]
+    return parse_sweep(f"{policy}:{key}={','.join(choices)}") if choices else []
 
 
 def _label(knob: str, value: str) -> str:
@@ -214,9 +270,11 @@ def run_seeds(
     variants: Sequence[Variant] = (),
     progress: Callable[[str], None] = lambda _: None,
     record_dir: Path | None = None,
+    config_policies: bool = True,
 ) -> list[SeedSpread]:
-    """Every policy of the config at `config_path`, then every variant, on every seed; with
-    `record_dir`, the first seed's runs are recorded there (module doc)."""
+    """Every policy of the config at `config_path` (unless `config_policies` is off: a
+    refinement pass), then every variant, on every seed; with `record_dir`, the first seed's
+    runs are recorded there (module doc)."""
     if not seeds:
         raise ValueError("give at least one seed")
     per_policy: dict[str, list[RunSummary]] = {}
@@ -224,7 +282,7 @@ def run_seeds(
     for index, seed in enumerate(seeds):
         shared = plan_simulation(config_path, [*overrides, f"seed={seed}"])  # every policy's
         runs: list[tuple[RolloutPolicy, Simulation]] = [
-            (policy, shared) for policy in shared.policies
+            (policy, shared) for policy in shared.policies if config_policies
         ]
         for variant in variants:
             tuned = plan_simulation(config_path, [*overrides, *variant.overrides, f"seed={seed}"])

@@ -3,15 +3,17 @@
 Every policy runs the same conductor, engine simulator, workload and seed; only the flags of
 `PolicyConfig` differ, so a comparison measures the policy and nothing else:
 
-==============  =========  ========  =========  =====  ============  ===============
-policy          priority   preempt   watermark  KV     admission     slot held for
-==============  =========  ========  =========  =====  ============  ===============
-conductor       critical   yes       0.1        prio   staleness     one action
-sync            —          —         —          LRU    synchronous   one action
-traj_async      —          —         —          LRU    staleness     whole trajectory
-aggressive      —          —         —          LRU    staleness     one action
-kv_throttle     —          —         0.2        LRU    staleness     one action
-==============  =========  ========  =========  =====  ============  ===============
+=================  =========  ========  =========  =====  ============  ====================
+policy             priority   preempt   watermark  KV     admission     slot held for
+=================  =========  ========  =========  =====  ============  ====================
+conductor          critical   yes       0.1        prio   staleness     one action
+sync               —          —         —          LRU    synchronous   one action
+traj_async         —          —         —          LRU    staleness     whole trajectory
+aggressive         —          —         —          LRU    staleness     one action
+kv_throttle        —          —         0.2        LRU    staleness     one action
+adaptive_inflight  —          —         —          LRU    staleness     trajectory, adaptive
+sample_refill      —          —         —          LRU    staleness     trajectory, B×K slots
+=================  =========  ========  =========  =====  ============  ====================
 
 Ours also bounds its live samples by KV (`live_kv_budget` = 1.0: a new sample starts only
 while the live contexts fit the device KV pool; rollout/runtime/live_gate.py). Without it, at
@@ -24,7 +26,28 @@ of 0.8 M (simulated, 5 seeds; docs/benchmarks.md).
 `sync` is verl-classic batch-synchronous rollout; `traj_async` is trajectory-level async with
 the same staleness bound (a sample keeps its agent slot through its tool calls); `aggressive`
 inserts new work whenever a slot frees (ROLL-Flash-style); `kv_throttle` admits new work only
-above a KV watermark (Concur-style). The ablations of ours remove exactly one mechanism from the
+above a KV watermark (Concur-style).
+
+The knob-free peers (`rollout.runtime.peer_policies`) are `traj_async` with a bound that needs
+no tuning, each constant its source's default and configuration:
+
+* `adaptive_inflight`: prime-rl's adaptive in-flight control (PrimeIntellect-ai/prime-rl,
+  `src/prime_rl/orchestrator/concurrency.py` on main, 559b447, PRs #3285 and #3307): the cap on
+  in-flight episodes starts at KV capacity ÷ the longest episode, grows ×1.25 per turnover
+  while the engines are clear (device-KV use ≤ 0.6, no queue, no preemption), is trimmed above
+  0.8 use, and above 0.9 use or on preemptions the youngest groups are cancelled (here:
+  restarted from scratch on the same prompt) (`rollout.core.inflight_control`);
+* `sample_refill`: AReaL's sample-level refill (areal-project/AReaL PR #1722, −20.5 % time to
+  ten batches on SWE-bench Verified, B16 × K8, 128 sample slots): B × K sample slots (AReaL's
+  default concurrency, B groups, counted in samples), a new group admitted whole when K slots
+  are free, a finished sample freeing its slot at once, where group-level admission waits for
+  the whole group (`rollout.core.group_slots`). AReaL's staleness bound counts prompt groups
+  ((version + 1 + max_head_offpolicyness) × batch), as our admission does; its token-age loss
+  mask is a trainer-side part this rollout layer leaves out.
+
+A derived policy changes their constants too: `{name: grow_07, base: adaptive_inflight,
+inflight: {kv_usage_grow: 0.7}}`, `{name: refill_2x, base: sample_refill,
+sample_slots_per_batch: 2.0}`. The ablations of ours remove exactly one mechanism from the
 `conductor` preset (everything else, the live-KV gate included, stays): `no_priority` (critical
 groups), `no_preemption`, `no_kv_hints` (priority KV and its session hints: LRU KV instead),
 `no_live_gate`, `no_kv_residency` (the per-turn device-KV check and KV-pressure preemption of
@@ -54,6 +77,12 @@ from pydantic import ValidationError
 from foundation.errors import ConfigError
 from foundation.loading import is_object_spec, load_object
 from rollout.runtime.config import PolicyConfig
+from rollout.runtime.peer_policies import (
+    AdaptiveInflightConfig,
+    AdaptiveInflightPolicy,
+    SampleRefillConfig,
+    SampleRefillPolicy,
+)
 from rollout.runtime.policy import RolloutPolicy
 
 __all__ = [
@@ -117,8 +146,8 @@ class PolicyRegistry:
         changes = dict(spec)
         base = self.resolve(str(changes.pop("base", "conductor")), base_dir)
         changes.setdefault("description", f"{base.name} with {_flags_text(changes)}")
-        try:
-            config = PolicyConfig.model_validate({**base.config.model_dump(), **changes})
+        try:  # the base's own kind of flags: a peer's constants can be derived too
+            config = type(base.config).model_validate({**base.config.model_dump(), **changes})
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}"
@@ -148,7 +177,27 @@ def default_policy_registry() -> PolicyRegistry:
     registry = PolicyRegistry()
     for config in _preset_configs():
         registry.register(config.name, _preset(config))
+    registry.register("adaptive_inflight", _adaptive_inflight)
+    registry.register("sample_refill", _sample_refill)
     return registry
+
+
+def _adaptive_inflight() -> RolloutPolicy:
+    flags = _fcfs(
+        "adaptive_inflight",
+        "prime-rl's adaptive in-flight cap (KV use), trajectory-level",
+        slot_holding="trajectory",
+    )
+    return AdaptiveInflightPolicy(AdaptiveInflightConfig.model_validate(flags.model_dump()))
+
+
+def _sample_refill() -> RolloutPolicy:
+    flags = _fcfs(
+        "sample_refill",
+        "AReaL's sample-level refill: B×K slots, a group admitted whole, trajectory-level",
+        slot_holding="trajectory",
+    )
+    return SampleRefillPolicy(SampleRefillConfig.model_validate(flags.model_dump()))
 
 
 def _preset(config: PolicyConfig) -> PolicyFactory:

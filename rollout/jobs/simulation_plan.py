@@ -1,7 +1,7 @@
 """The plan of `conductor simulate` and `conductor bench rollout`: every setting resolved once.
 
 `plan_simulation(path, overrides)` reads a `SimulateConfig` and the files it references in the
-order of `rollout.jobs.plan`, applies B, K, `async_factor` and the seed (and gives K to the
+order of `rollout.jobs.plan`, applies B, K, `async_factor` and the seed (and gives K and B to the
 workload, the workload's and model's turn limits to the agent loop), resolves the policies, and
 checks that no lower file sets what the plan owns. `Simulation.for_policy` then applies one
 policy (its scheduler flags to the cores, its engine asks to the simulated engine), and
@@ -53,7 +53,10 @@ from rollout.simulation.workload import WorkloadConfig
 
 __all__ = ["PolicyPlan", "SimSource", "Simulation", "load_simulation", "plan_simulation"]
 
-_WORKLOAD_SHAPE = (Owned(("group_size",), "K, the run's group_size", "group_size=N"),)
+_WORKLOAD_SHAPE = (
+    Owned(("group_size",), "K, the run's group_size", "group_size=N"),
+    Owned(("groups_per_step",), "B, the run's groups_per_step", "groups_per_step=N"),
+)
 _AGENT_LOOP_SHAPE = (
     Owned(("max_new_tokens",), "the workload's max_new_tokens", "the workload file"),
     Owned(
@@ -235,7 +238,9 @@ def _resolve(
     loop_origins = _sub(top.origins, "agent_loop")
     mark_owned(loop_origins, _AGENT_LOOP_SHAPE, "the workload, model and engine files")
     sections["agent_loop"] = (loop_origins, _where(path))
-    shaped_workload = workload.config.model_copy(update={"group_size": config.group_size})
+    shaped_workload = workload.config.model_copy(
+        update={"group_size": config.group_size, "groups_per_step": config.groups_per_step}
+    )
     shaped_rollout = shape_run(
         rollout.config,
         groups_per_step=config.groups_per_step,
@@ -310,7 +315,9 @@ def _load_source(source: SimTaskSourceConfig, config: SimulateConfig, base_dir: 
     """A source with its workload (its group size) and its turn budget from the workload."""
     group_size = source.group_size or config.group_size
     workload = source.workload.load(WorkloadConfig, base_dir)
-    workload = workload.model_copy(update={"group_size": group_size})
+    workload = workload.model_copy(
+        update={"group_size": group_size, "groups_per_step": config.groups_per_step}
+    )
     task = TaskSourceConfig.model_validate(
         {
             **source.model_dump(exclude={"workload"}),

@@ -1,9 +1,12 @@
 """`EngineWork`: the tokens a set of trajectories asked the engine to compute, counted once.
 
-Read off a trajectory's turn spans (its prompt, then per turn the generated tokens, decoded at a
-growing context, and the observation, prefilled on top), so it is exact for what really ran and
+Read off a trajectory's turn spans (its prompt, then per turn the generated tokens and the
+observation, prefilled on top), so it is exact for what really ran and
 knows nothing of caching or recomputation (what samples sharing a prompt spare is
-`rollout.observe.prompt_sharing`'s). `rollout.simulation.lower_bound` turns it into a floor of
+`rollout.observe.prompt_sharing`'s). A turn's first generated token is sampled by the forward
+that prefills the turn's input (the prompt, or the observation before it), as engines do
+(SGLang, and the simulated engine's `finish_chunk`); only the turn's later tokens are decode
+steps, each reading the context before it. `rollout.simulation.lower_bound` turns it into a floor of
 engine time.
 """
 
@@ -20,7 +23,7 @@ __all__ = ["EngineWork", "trajectory_work"]
 class EngineWork:
     """What a set of samples asks of the engine, summed."""
 
-    decode_tokens: int = 0
+    decode_tokens: int = 0  # tokens of decode steps: every generated token but each turn's first
     decode_context_tokens: int = 0  # Σ L over decoded tokens (the context each one reads)
     prefill_tokens: int = 0
     prefill_attention: float = 0.0  # Σ n(p + n/2) over prefilled spans
@@ -52,9 +55,11 @@ def trajectory_work(trajectory: Trajectory) -> EngineWork:
     decode_tokens = decode_context = 0
     prefill_tokens, attention = prompt, _prefill_units(prompt, 0)
     for turn in trajectory.turns:
-        n = turn.gen_end - turn.gen_start
+        # the first token comes with the input's prefill; decode steps make the other n - 1,
+        # reading contexts gen_start + 1 .. gen_end - 1
+        n = max(0, turn.gen_end - turn.gen_start - 1)
         decode_tokens += n
-        decode_context += n * turn.gen_start + n * (n - 1) // 2  # contexts gen_start .. gen_end-1
+        decode_context += n * turn.gen_start + n * (n + 1) // 2
         m = turn.obs_end - turn.obs_start
         if m > 0:
             prefill_tokens += m

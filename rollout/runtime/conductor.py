@@ -5,11 +5,13 @@ It owns, for one run:
 * **admission** (`AdmissionController`): at training step k at most (k + async_factor)·B
   groups have been admitted; new groups start as soon as the quota allows;
 * **samples**: one `AgentLoop` task per sample, retried on engine or infrastructure failure;
-  with trajectory-level slot holding a sample first waits for an agent slot;
+  a sample first passes the policy's live limit (an agent slot, the live-KV gate, ...); a
+  limit that reads the engines is polled and may shed live groups (`ShedGroups`);
 * **scheduling** (`Dispatcher` around the pure `RolloutScheduler`): generation slots,
   preemption (`engine.abort`), priority changes (act slots, KV hints);
 * **priority** (`PriorityKeeper`): critical groups recomputed at every turn boundary;
-* **the sink**: finished samples become groups; `batches()` yields B complete groups;
+* **the sink**: finished samples become groups; `batches()` yields B complete groups (from the
+  oldest admitted ones, under `admission.consume_window`);
 * **weights**: `update_weights(version)` pauses the engines (in-flight generations come back
   partial and resume later: *interrupted*), installs the version, resumes;
 * **time series**: engine stats every `timeseries_interval_s` on the loop clock.
@@ -61,8 +63,9 @@ from rollout.runtime.config import AgentLoopConfig, ConductorConfig
 from rollout.runtime.dispatch import DispatchCounts, Dispatcher, scheduler_view
 from rollout.runtime.env_session import SampleRef, SessionFactory
 from rollout.runtime.loop_host import GenerationTicket
-from rollout.runtime.policy import LiveLimit, LiveLimitContext, RolloutPolicy
+from rollout.runtime.policy import LiveLimit, LiveLimitContext, PolledLiveLimit, RolloutPolicy
 from rollout.runtime.retired_groups import RetiredGroups
+from rollout.runtime.shed_groups import ShedGroups
 from rollout.runtime.step_deadlines import StepDeadlines
 from rollout.trajectories.batch import Batch
 from rollout.trajectories.sink import TrajectorySink
@@ -83,10 +86,12 @@ class ConductorStats:
     failed_samples: int = 0  # exhausted their attempts; kept with infra_error
     restarted_samples: int = 0  # retired_requests=cancel: re-run from scratch after an update
     restarted_groups: int = 0  # retired_requests=cancel: groups re-run as a whole
+    shed_groups: int = 0  # the live limit shed them: re-run from scratch (ShedGroups)
+    shed_samples: int = 0  # their running and finished samples, run again
     batches: int = 0
 
 
-class Conductor(StepDeadlines, RetiredGroups):
+class Conductor(StepDeadlines, RetiredGroups, ShedGroups):
     """See the module docstring. Use as `async with Conductor(...) as conductor:`.
 
     Args:
@@ -185,6 +190,7 @@ class Conductor(StepDeadlines, RetiredGroups):
         self._spent: set[str] = set()
         self._runs: dict[str, asyncio.Task[Trajectory]] = {}
         self._stale: set[str] = set()
+        self._shed_runs: dict[str, asyncio.Task[Trajectory]] | None = None  # a PolledLiveLimit's
         self.stats = ConductorStats(dispatch=self._dispatcher.counts)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -215,11 +221,25 @@ class Conductor(StepDeadlines, RetiredGroups):
             capacity += stats.kv_capacity_tokens
             self.report(EngineAdded(name, scheduler_view(stats), self._clock.now()))
         self._timeseries = TimeseriesSampler(self._engines, self._counters, self._origin_s)
-        self._live_limit = self.policy.live_limit(
-            LiveLimitContext(slots, capacity, self._config.agent_slots)
+        admission = self.rollout.admission
+        self._live_limit = limit = self.policy.live_limit(
+            LiveLimitContext(
+                slots,
+                capacity,
+                self._config.agent_slots,
+                max_context_tokens=self._loop_config.max_context_tokens,
+                groups_per_step=admission.groups_per_step,
+                group_size=admission.group_size,
+                now_s=self._clock.now,
+                group_size_of=self._group_size_of,
+                shed_groups=self._shed_groups,
+            )
         )
         self._tasks = asyncio.TaskGroup()
         await self._tasks.__aenter__()
+        if isinstance(limit, PolledLiveLimit):
+            self._shed_runs = {}
+            self._spawn(self._poll_live_limit(limit), "live-limit-poll")
         self._spawn(self._admit_groups(), "admission")
         self._spawn(self._dispatcher.run(), "scheduler-decisions")
         if self._config.timeseries_interval_s > 0:
@@ -303,14 +323,14 @@ class Conductor(StepDeadlines, RetiredGroups):
             requested_s = self._clock.now()
             deadline: StepDeadline | None = None
             if self._config.deadline.step_budget_s is None:
-                while self._sink.ready_groups < size:
+                while self._ready_groups() < size:
                     self._group_ready.clear()
                     await self._group_ready.wait()
                 take = size
             else:
                 deadline = await self._await_by_deadline(requested_s, size)
                 take = deadline.groups
-            groups = self._sink.take_batch(take)
+            groups = self._sink.take_batch(take, self._admission.consumable())
             assert groups is not None
             group_ids = [group[0].group_id for group in groups]
             batch = Batch(
@@ -329,6 +349,10 @@ class Conductor(StepDeadlines, RetiredGroups):
             self.stats.batches += 1
             self._recompute_priorities()
             yield batch
+
+    def _ready_groups(self) -> int:
+        """Complete groups the next batch may take (within `admission.consume_window`)."""
+        return self._sink.ready_among(self._admission.consumable())
 
     def _note(self, kind: str, **fields: Any) -> None:
         """Record a conductor decision in the decision log, if one is kept."""
@@ -418,13 +442,17 @@ class Conductor(StepDeadlines, RetiredGroups):
     async def _run_sample(self, group: Group, index: int) -> None:
         sample_id = make_sample_id(group.group_id, group.attempt, index)
         limit = self._live_limit
-        if limit is not None:
-            await limit.enter(sample_id)
-        try:
-            trajectory = await self._on_policy_attempts(group, index)
-        finally:
+        while True:
             if limit is not None:
-                limit.leave(sample_id)
+                await limit.enter(sample_id)
+            try:
+                attempt = await self._sheddable_attempts(group, index)
+            finally:
+                if limit is not None:
+                    limit.leave(sample_id)
+            if attempt is not None:
+                trajectory = attempt
+                break  # else its group was shed: from scratch, through the limit again
         if self._config.retired_requests == "cancel" and not self._fits_group(group, trajectory):
             self._spawn(self._run_sample(group, index), sample_id)  # its group moved on: again
             return

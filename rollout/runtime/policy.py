@@ -9,7 +9,9 @@ method here so no other module branches on a flag:
   the engine backend applies them, or says at plan time which it cannot honour
   (`rollout.engines.registry`);
 * `live_limit`: what bounds the live samples (an agent slot for a whole trajectory, the live-KV
-  gate, or nothing), built when the conductor knows its engines.
+  gate, or nothing), built when the conductor knows its engines. A limit that also reads the
+  engines (`PolledLiveLimit`) is polled by the conductor and may shed live groups (they run
+  again from scratch) through `LiveLimitContext.shed_groups`.
 
 `critical_priority` and `kv_hints` are the conductor's two switches. Presets and the registry of
 named policies are in `rollout.jobs.policies`; a policy of your own is a subclass (override
@@ -20,15 +22,17 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from rollout.core.config import RolloutConfig
+from rollout.engines.base import EngineStats
 from rollout.engines.registry import EngineAsks
 from rollout.runtime.config import PolicyConfig
 from rollout.runtime.live_gate import LiveKVGate
 
-__all__ = ["AgentSlots", "LiveLimit", "LiveLimitContext", "RolloutPolicy"]
+__all__ = ["AgentSlots", "LiveLimit", "LiveLimitContext", "PolledLiveLimit", "RolloutPolicy"]
 
 
 class LiveLimit(Protocol):
@@ -44,6 +48,21 @@ class LiveLimit(Protocol):
 
     def update(self, sample_id: str, context_tokens: int) -> None:
         """A live sample's context is now `context_tokens` long (after each generation)."""
+        ...
+
+
+@runtime_checkable
+class PolledLiveLimit(LiveLimit, Protocol):
+    """A live limit that reads the engines: the conductor calls `poll` every `poll_interval_s`
+    (on its clock) with every engine's stats, and lets the limit shed live groups."""
+
+    @property
+    def poll_interval_s(self) -> float:
+        """Seconds between polls."""
+        ...
+
+    def poll(self, engines: Mapping[str, EngineStats], now_s: float) -> None:
+        """Every engine's current stats, by engine name, at `now_s`."""
         ...
 
 
@@ -67,11 +86,20 @@ class AgentSlots:
 
 @dataclass(frozen=True, slots=True)
 class LiveLimitContext:
-    """What the conductor knows when it starts: its engines' slots and device KV."""
+    """What the conductor knows when it starts (its engines' slots and device KV, the run's
+    shape), and what a limit may call back (the conductor fills every field)."""
 
     generation_slots: int  # the engines' max_running_requests, summed
     kv_capacity_tokens: int  # the engines' device KV pools, summed (tokens)
     agent_slots: int  # ConductorConfig.agent_slots (0 = generation_slots)
+    max_context_tokens: int = 0  # the longest context an episode may reach (tokens)
+    groups_per_step: int = 1  # B
+    group_size: int = 1  # K (a mixed run's sources may differ: `group_size_of`)
+    now_s: Callable[[], float] | None = None  # the conductor's clock
+    group_size_of: Callable[[str], int] | None = None  # a live group's size, by group id
+    # restart these live groups from scratch (their samples cancelled and run again, their
+    # finished samples taken back): what a `PolledLiveLimit` sheds
+    shed_groups: Callable[[Sequence[str]], None] | None = None
 
 
 class RolloutPolicy:

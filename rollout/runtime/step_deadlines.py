@@ -58,6 +58,9 @@ class StepDeadlines:
     def _note(self, kind: str, **fields: Any) -> None:
         raise NotImplementedError
 
+    def _ready_groups(self) -> int:
+        raise NotImplementedError
+
     async def _await_by_deadline(self, requested_s: float, size: int) -> StepDeadline:
         """Wait for `size` ready groups, truncating and cancelling as the deadline nears;
         returns how many groups to take (fewer than `size` only for a `proceed` step)."""
@@ -78,7 +81,7 @@ class StepDeadlines:
         cancelled: set[str] = set()
         hit = False
         while True:
-            ready = self._sink.ready_groups
+            ready = self._ready_groups()
             if ready >= size:
                 take, short = size, False
                 break
@@ -92,7 +95,7 @@ class StepDeadlines:
                 else:  # nothing left to compete with, or past the deadline: resume them
                     self._lift_hold()
                 await self._apply_plan(plan, truncated, cancelled)
-                ready = self._sink.ready_groups
+                ready = self._ready_groups()
                 if ready >= size:
                     continue
             if proceeds_short(phase, ready, size, proceed=config.short_batch == "proceed"):

@@ -1,7 +1,8 @@
 """A floor under T_next: the engine time the consumed samples need, whatever the policy.
 
 Every token of a consumed sample must be decoded or prefilled once (`EngineWork`, read off the
-trajectories; a prompt prefix that several samples share is prefilled once,
+trajectories; a turn's first generated token is sampled by the prefill of its input, so it
+costs no decode step; a prompt prefix that several samples share is prefilled once,
 `rollout.observe.prompt_sharing`). Summed over a run, the cost
 model (`rollout.engines.sim.cost_model.step_time_s`) gives a time no schedule can beat:
 

@@ -3,14 +3,15 @@
 A group is complete when all K of its samples have arrived (rewarded, or ended by an
 infrastructure error — such samples travel with their group and are excluded later by the
 trainer helpers, so the group still completes). A complete group is written to every writer in
-one piece and queued for the trainer; `take_batch` hands out B groups in completion order.
+one piece and queued for the trainer; `take_batch` hands out B groups in completion order
+(among the groups a consume window allows, when the caller gives one).
 Synchronous and I/O-light; an async batch stream for in-process trainers wraps `take_batch`.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 from rollout.core.types import Trajectory
 from rollout.errors import SinkError
@@ -40,6 +41,12 @@ class TrajectorySink:
     def ready_groups(self) -> int:
         """Complete groups waiting for the trainer."""
         return len(self._ready)
+
+    def ready_among(self, eligible: Collection[str] | None) -> int:
+        """Complete groups waiting whose id is in `eligible` (None: every one)."""
+        if eligible is None:
+            return len(self._ready)
+        return sum(1 for group in self._ready if group[0].group_id in eligible)
 
     @property
     def pending_groups(self) -> int:
@@ -95,13 +102,23 @@ class TrajectorySink:
             del self._pending[group_id]
         return dropped
 
-    def take_batch(self, groups: int) -> list[tuple[Trajectory, ...]] | None:
-        """The oldest `groups` complete groups, or None (and nothing taken) if fewer are ready."""
+    def take_batch(
+        self, groups: int, eligible: Collection[str] | None = None
+    ) -> list[tuple[Trajectory, ...]] | None:
+        """The `groups` complete groups that completed first (among `eligible` ids, if given;
+        the others stay queued in order), or None (and nothing taken) if fewer are ready."""
         if groups < 1:
             raise SinkError(f"a batch needs at least one group, asked for {groups}")
-        if len(self._ready) < groups:
+        if eligible is None:
+            if len(self._ready) < groups:
+                return None
+            return [self._ready.popleft() for _ in range(groups)]
+        chosen = [group for group in self._ready if group[0].group_id in eligible][:groups]
+        if len(chosen) < groups:
             return None
-        return [self._ready.popleft() for _ in range(groups)]
+        taken = {id(group) for group in chosen}
+        self._ready = deque(group for group in self._ready if id(group) not in taken)
+        return chosen
 
     def close(self) -> None:
         """Close every writer (flushing buffered Parquet groups); idempotent."""

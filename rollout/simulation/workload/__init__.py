@@ -5,6 +5,7 @@ Drawn from shared/reference/perf-model.md §5 and §9.4. Start from `SyntheticWo
 
 from rollout.simulation.workload.book import ScriptBook
 from rollout.simulation.workload.config import LengthSpec, ToolKindConfig, WorkloadConfig
+from rollout.simulation.workload.context_stats import ContextStats, context_stats
 from rollout.simulation.workload.corpus import TokenCorpus
 from rollout.simulation.workload.script import (
     SUBMIT_TOOL,
@@ -19,6 +20,7 @@ from rollout.simulation.workload.workload import SyntheticWorkload
 
 __all__ = [
     "SUBMIT_TOOL",
+    "ContextStats",
     "LengthSpec",
     "RoutedTokenModel",
     "SampleScript",
@@ -31,6 +33,7 @@ __all__ = [
     "ToolKindConfig",
     "TurnScript",
     "WorkloadConfig",
+    "context_stats",
     "draw_group",
     "session_id_of",
 ]

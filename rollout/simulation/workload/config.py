@@ -12,7 +12,7 @@ from pydantic import Field, model_validator
 
 from foundation.config import FrozenConfig
 
-__all__ = ["LengthSpec", "ToolKindConfig", "WorkloadConfig"]
+__all__ = ["DriftConfig", "LengthSpec", "ToolKindConfig", "WorkloadConfig"]
 
 
 class LengthSpec(FrozenConfig):
@@ -49,6 +49,43 @@ class ToolKindConfig(FrozenConfig):
     latency_s: LengthSpec = Field(
         description="Seconds the call takes (the clip max is its timeout)."
     )
+
+
+class DriftConfig(FrozenConfig):
+    """Trajectories that lengthen as training goes on (the drift workload).
+
+    RL runs grow their trajectories over training: reasoning models write longer answers as
+    they learn (DeepSeek-R1-Zero's mean response length grew several-fold over its RL run),
+    and SWE agents take more turns as they learn to test and retry (issue 27: 2-3x over
+    about 20 steps) [A on the rate]. The model: a group's *training step* is its workload group
+    index divided by B (the run's groups_per_step; index g is the g-th group the run opens,
+    so under every policy the same groups drift alike), and each factor rises linearly from
+    1 at step 0 to its final value at `over_steps`, then stays:
+    `factor(step) = 1 + (final - 1) * min(1, step / over_steps)`. The turn count and each
+    turn's output are the drawn values times their factor (still clipped at their `max`);
+    observations (tool output) and tool latencies do not drift. A fixed knob tuned on the
+    first steps' short trajectories does not fit the last steps' long ones.
+    """
+
+    over_steps: int = Field(
+        gt=0, description="Training steps over which each factor rises to its final value (steps)."
+    )
+    turns: float = Field(
+        default=1.0, gt=0, description="Factor on the turn count from `over_steps` on (x)."
+    )
+    output_tokens: float = Field(
+        default=1.0,
+        gt=0,
+        description="Factor on each turn's output tokens from `over_steps` on (x).",
+    )
+
+    def factors(self, step: int) -> tuple[float, float]:
+        """The (turns, output_tokens) factors of a group drawn at training `step` (>= 0)."""
+        progress = min(1.0, max(0, step) / self.over_steps)
+        return (
+            1.0 + (self.turns - 1.0) * progress,
+            1.0 + (self.output_tokens - 1.0) * progress,
+        )
 
 
 class WorkloadConfig(FrozenConfig):
@@ -109,6 +146,18 @@ class WorkloadConfig(FrozenConfig):
         description="Distinct ids the pool uses (fewer keep the simulator cache-friendly; pages "
         "of 64 such ids are still unique per sample).",
     )
+    groups_per_step: int = Field(
+        default=1,
+        gt=0,
+        description="Groups per training step (B). A run sets it from its own groups_per_step "
+        "(a mixed run's sources each count their own groups against it); only `drift` reads "
+        "it: a group's training step is its index // B.",
+    )
+    drift: DriftConfig | None = Field(
+        default=None,
+        description="Trajectories that lengthen over training steps (DriftConfig); None: every "
+        "group is drawn from the same distributions.",
+    )
     trace: str | None = Field(
         default=None,
         description="A trace file (JSONL or Parquet; format in "
@@ -117,3 +166,12 @@ class WorkloadConfig(FrozenConfig):
         "then only name the workload); a relative path is from the working directory. "
         "`conductor trace convert RUN_DIR` makes one from a run.",
     )
+
+    @model_validator(mode="after")
+    def _drift_needs_drawn_scripts(self) -> Self:
+        if self.drift is not None and self.trace is not None:
+            raise ValueError(
+                "drift lengthens drawn scripts; a replayed trace is what it is: drop one of "
+                "`drift` and `trace`"
+            )
+        return self

@@ -2,7 +2,9 @@
 
 A group's samples share the prompt, and their turn counts and verbosity are correlated through
 group-level deviates (GRPO siblings behave alike; perf-model §5.5). Scripts are pure functions of
-(config, seed, group index): the same inputs always give the same scripts.
+(config, seed, group index): the same inputs always give the same scripts. A workload with
+`drift` lengthens a group's turns and outputs by its training step (`DriftConfig`); without it
+nothing is scaled and every draw is what it always was.
 """
 
 from __future__ import annotations
@@ -70,8 +72,13 @@ def draw_group(
     verbosity_z = rng.gauss(0.0, 1.0)
     mean, kappa = config.success_rate, config.success_concentration
     success_p = mean if mean in (0.0, 1.0) else rng.betavariate(mean * kappa, (1.0 - mean) * kappa)
+    drift = (1.0, 1.0)
+    if config.drift is not None:
+        drift = config.drift.factors(group_index // config.groups_per_step)
     return tuple(
-        _draw_sample(config, seed, group_index, k, prompt_ids, turns_z, verbosity_z, success_p)
+        _draw_sample(
+            config, seed, group_index, k, prompt_ids, turns_z, verbosity_z, success_p, drift
+        )
         for k in range(config.group_size)
     )
 
@@ -85,18 +92,22 @@ def _draw_sample(
     group_turns_z: float,
     group_verbosity_z: float,
     success_p: float,
+    drift: tuple[float, float],
 ) -> SampleScript:
     sample_seed = derive_seed(seed, "sample", group_index, sample_index)
     rng = random.Random(sample_seed)
     rho = config.sibling_correlation
-    planned = max(1, round(length_at(config.turns, correlated_normal(group_turns_z, rng, rho))))
+    turns_factor, output_factor = drift
+    turns_drawn = length_at(config.turns, correlated_normal(group_turns_z, rng, rho))
+    planned = max(1, round(_scaled(turns_drawn, turns_factor, config.turns.max)))
     verbosity = correlated_normal(group_verbosity_z, rng, rho)
     share = config.sample_variance_share
     turns: list[TurnScript] = []
     context = len(prompt_ids)
     truncated = False
     for index in range(planned):
-        output = max(1, round(draw_length(config.output_tokens, rng, verbosity, share)))
+        drawn = draw_length(config.output_tokens, rng, verbosity, share)
+        output = max(1, round(_scaled(drawn, output_factor, config.output_tokens.max)))
         last = index == planned - 1
         observation = 0 if last else max(1, round(draw_length(config.observation_tokens, rng)))
         if not last and context + output + observation > config.max_context_tokens:
@@ -119,3 +130,9 @@ def _draw_sample(
         reward=reward,
         truncated=truncated,
     )
+
+
+def _scaled(value: float, factor: float, cap: float) -> float:
+    """`value` times a drift `factor`, still within its clip `cap`; factor 1 returns `value`
+    itself (no drift changes no draw)."""
+    return value if factor == 1.0 else min(cap, value * factor)

@@ -232,3 +232,25 @@ def test_async_factor_zero_means_on_policy_as_one_does() -> None:
     assert AdmissionController(on_policy, num_prompts=10).admission_limit() == 2
     with pytest.raises(ValueError, match="greater than or equal to 0"):
         AdmissionConfig(groups_per_step=2, async_factor=-1)
+
+
+def test_without_a_consume_window_any_group_may_be_consumed() -> None:
+    ctl = controller()
+    ctl.admit()
+    assert ctl.consumable() is None
+
+
+@pytest.mark.parametrize(("window", "size"), [(1.0, 4), (1.5, 6), (1.3, 6), (2.0, 8)])
+def test_the_consume_window_is_the_oldest_ceil_w_times_b_live_groups(
+    window: float, size: int
+) -> None:
+    ctl = controller(consume_window=window)
+    admitted = [group.group_id for group in ctl.admit()]
+    assert ctl.consumable() == frozenset(admitted[:size])
+    ctl.consume(admitted[1:2])  # a younger group consumed: the window slides past it
+    assert ctl.consumable() == frozenset([admitted[0], *admitted[2 : size + 1]])
+
+
+def test_a_consume_window_below_one_batch_is_an_error() -> None:
+    with pytest.raises(ValueError, match="consume_window"):
+        controller(consume_window=0.5)

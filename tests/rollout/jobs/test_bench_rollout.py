@@ -15,6 +15,8 @@ from rollout.jobs.bench_rollout import (
     best_of_sweeps,
     parse_sweep,
     ratios_to_ours,
+    refine_sweep,
+    refined_values,
     run_seeds,
     spread,
 )
@@ -105,6 +107,74 @@ def test_the_best_value_of_a_sweep_is_the_one_with_the_lowest_mean_t_next() -> N
     assert headroom is not None and headroom.mean >= 1.0
     assert line.startswith("best traj_async: traj_async[agent_slots=8], ÷ ours ")
     assert f"it runs at {headroom.text('×', digits=2)} the floor" in line
+
+
+@pytest.mark.parametrize(
+    ("grid", "best", "added"),
+    [
+        ([8, 16, 32, 64], 16, [12, 20, 24, 28]),  # between the best's neighbours, every 4
+        ([8, 16, 32, 64], 8, [4, 12]),  # at the low edge: two steps past it, not below 1
+        ([8, 16, 32], 32, [20, 24, 28, 36, 40]),  # at the high edge: two steps past it
+        ([8, 12, 16], 12, []),  # already within one step
+        ([2, 4], 2, [1, 3]),
+    ],
+)
+def test_a_refinement_fills_the_best_values_bracket_in_steps_of_at_most_the_step(
+    grid: list[int], best: int, added: list[int]
+) -> None:
+    assert refined_values(grid, best, 4 if best > 4 else 1) == added
+
+
+def test_a_refinement_step_below_one_is_an_error() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        refined_values([8, 16], 8, 0)
+
+
+def test_a_sweep_is_refined_around_its_best_value_in_its_own_form() -> None:
+    slots = "traj_async:conductor.agent_slots=8,16,32"
+    results = [
+        _spread(v.label, t) for v, t in zip(parse_sweep(slots), (30.0, 10.0, 20.0), strict=True)
+    ]
+    assert [v.label for v in refine_sweep(slots, results, 4)] == [
+        "traj_async[agent_slots=12]", "traj_async[agent_slots=20]",
+        "traj_async[agent_slots=24]", "traj_async[agent_slots=28]",
+    ]  # fmt: skip
+    engine = "aggressive:engine.overrides=[max_running_requests=8],[max_running_requests=16]"
+    results = [_spread(v.label, t) for v, t in zip(parse_sweep(engine), (5.0, 9.0), strict=True)]
+    (first, *_) = refine_sweep(engine, results, 4)
+    assert first.overrides == ("engine.overrides=[max_running_requests=4]",)
+
+
+def test_a_sweep_of_words_is_not_refined() -> None:
+    text = "conductor:rollout.overrides=[predictor.kind=constant],[predictor.kind=oracle]"
+    results = [_spread(v.label, 1.0) for v in parse_sweep(text)]
+    assert refine_sweep(text, results, 4) == []
+
+
+def test_the_command_runs_the_refined_values_after_the_coarse_sweep(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    overrides = [*SMALL, "policies=[conductor]"]
+    table = tmp_path / "bench.md"
+    done = CliRunner().invoke(
+        app,
+        ["rollout", str(SHORT), *overrides, "--seeds", "0", "--sweep",
+         "traj_async:conductor.agent_slots=1,4", "--refine", "1", "--markdown", str(table)],
+    )  # fmt: skip
+    assert done.exit_code == 0, done.output
+    rows = [line.split(" | ")[0] for line in table.read_text().splitlines()]
+    swept = [row.removeprefix("| ") for row in rows if row.startswith("| traj_async")]
+    assert swept == [f"traj_async[agent_slots={n}]" for n in (1, 4, 2, 3, 5, 6)]
+
+
+def test_without_refine_the_command_runs_only_the_swept_values(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    table = tmp_path / "bench.md"
+    done = CliRunner().invoke(
+        app,
+        ["rollout", str(SHORT), *SMALL, "policies=[conductor]", "--seeds", "0", "--sweep",
+         "traj_async:conductor.agent_slots=1,4", "--markdown", str(table)],
+    )  # fmt: skip
+    assert done.exit_code == 0, done.output
+    rows = [line for line in table.read_text().splitlines() if line.startswith("| traj_async")]
+    assert len(rows) == 2
 
 
 def test_every_simulated_run_stays_above_its_floor_and_measures_its_length_bias() -> None:

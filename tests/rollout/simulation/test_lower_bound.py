@@ -41,10 +41,18 @@ def _trajectory(prompt: int, turns: list[tuple[int, int]]) -> Trajectory:
 
 def test_the_work_counts_each_token_once_at_the_context_it_reads() -> None:
     work = trajectory_work(_trajectory(10, [(3, 5), (2, 0)]))
-    assert work.decode_tokens == 5
-    assert work.decode_context_tokens == (10 + 11 + 12) + (18 + 19)
+    assert work.decode_tokens == 3  # 2 + 1: each turn's first token comes with its prefill
+    assert work.decode_context_tokens == (11 + 12) + 19
     assert work.prefill_tokens == 15
     assert work.prefill_attention == pytest.approx(10 * 5 + 5 * (13 + 2.5))
+
+
+def test_a_turns_first_token_is_sampled_by_its_prefill_and_not_charged_again_as_decode() -> None:
+    """The forward that prefills a turn's input samples its first token (SGLang; the simulated
+    engine's `finish_chunk`): a one-token turn needs no decode step at all."""
+    work = trajectory_work(_trajectory(100, [(1, 20), (1, 0)]))
+    assert (work.decode_tokens, work.decode_context_tokens, work.longest_decode_tokens) == (0, 0, 0)
+    assert work.prefill_tokens == 120
 
 
 def test_the_floor_of_one_request_is_its_decode_steps_when_nothing_else_binds() -> None:

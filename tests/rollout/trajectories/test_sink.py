@@ -83,6 +83,18 @@ def test_batch_is_handed_out_only_when_enough_groups_are_ready() -> None:
     assert sink.ready_groups == 0
 
 
+def test_a_windowed_batch_takes_only_eligible_groups_and_keeps_the_rest_in_order() -> None:
+    sink = TrajectorySink(group_size=1)
+    for group in ("g3", "g1", "g4", "g2"):  # completion order
+        sink.add(make_trajectory(group))
+    assert sink.ready_among({"g1", "g2"}) == 2 and sink.ready_among(None) == 4
+    assert sink.take_batch(3, eligible={"g1", "g2"}) is None  # nothing taken
+    batch = sink.take_batch(2, eligible={"g1", "g2", "g9"})
+    assert batch is not None and [group[0].group_id for group in batch] == ["g1", "g2"]
+    rest = sink.take_batch(2)
+    assert rest is not None and [group[0].group_id for group in rest] == ["g3", "g4"]
+
+
 def test_closing_the_sink_closes_its_writers() -> None:
     writer = RecordingWriter()
     TrajectorySink(group_size=1, writers=[writer]).close()

@@ -21,7 +21,7 @@ def swe(*overrides: str) -> WorkloadConfig:
     )
 
 
-@pytest.mark.parametrize("name", ["swe_like", "short_context", "heavy_tail"])
+@pytest.mark.parametrize("name", ["swe_like", "short_context", "heavy_tail", "growth", "drift"])
 def test_every_shipped_workload_config_loads(name: str) -> None:
     assert load_config(WorkloadConfig, WORKLOAD_CONFIGS / f"{name}.yaml").name == name
 
