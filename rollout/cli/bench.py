@@ -20,7 +20,7 @@ from harness.sandbox.docker import docker_client
 from rollout.cli.console import console, fail
 
 if TYPE_CHECKING:
-    from rollout.jobs.bench_rollout import SeedSpread
+    from rollout.jobs.bench_rollout import SeedSpread, Variant
     from rollout.observe.bench_plots import BenchFigureConfig
 
 __all__ = ["app"]
@@ -141,15 +141,7 @@ def bench_rollout(
 ) -> None:
     """Policies over several seeds (SIMULATED): T_next mean and min–max, ratios that count."""
     from foundation.errors import ConfigError
-    from rollout.jobs.bench_rollout import (
-        best_lines,
-        comparison_rows,
-        markdown_table,
-        parse_sweep,
-        ratios_to_ours,
-        refine_sweep,
-        run_seeds,
-    )
+    from rollout.jobs.bench_rollout import parse_sweep, refine_sweep, run_seeds
 
     seed_list = [int(part) for part in seeds.split(",") if part.strip()]
     record_dir = None if figures is None else figures / "runs"
@@ -183,9 +175,31 @@ def bench_rollout(
                 variants += fine
     except (ConfigError, ValueError) as exc:
         fail(str(exc))
+    _print_comparison(results, variants, config, overrides or [], seeds, markdown)
+    if figures is not None and figure_settings is not None:
+        _draw_figures(results, figures, figure_settings, config, overrides or [], seed_list[0])
+
+
+def _print_comparison(
+    results: list[SeedSpread],
+    variants: list[Variant],
+    config: Path,
+    overrides: Sequence[str],
+    seeds: str,
+    markdown: Path | None,
+) -> None:
+    """The comparison table (and its Markdown, appended to `markdown`) and each swept
+    baseline's best line."""
+    from rollout.jobs.bench_rollout import (
+        best_lines,
+        comparison_rows,
+        markdown_table,
+        ratios_to_ours,
+    )
+
     ratios = ratios_to_ours(results)
     title = (
-        f"SIMULATED ({config.name} {' '.join(overrides or [])}, seeds {seeds}): T_next mean over "
+        f"SIMULATED ({config.name} {' '.join(overrides)}, seeds {seeds}): T_next mean over "
         "steps, mean [min–max] over seeds; ratio = baseline ÷ ours per seed, counts when its "
         "spread does not cross 1; ÷ floor = T_next ÷ the engine-time floor of the consumed "
         "samples; length bias = consumed ÷ admitted mean trajectory length (p90: of the 90th "
@@ -205,8 +219,6 @@ def bench_rollout(
         console.print(f"appended the table to {markdown}")
     for line in best:
         console.print(escape(line))
-    if figures is not None and figure_settings is not None:
-        _draw_figures(results, figures, figure_settings, config, overrides or [], seed_list[0])
 
 
 def _figure_config(path: Path) -> BenchFigureConfig:
