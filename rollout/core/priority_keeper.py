@@ -36,6 +36,7 @@ class PriorityKeeper:
         self._siblings: dict[str, list[tuple[int, int]]] = {}  # group -> finished (turns, tokens)
         self._contexts: dict[str, list[SampleContext]] = {}
         self._current = PriorityAssignment()
+        self._predicted_turns: dict[str, float] = {}  # sample -> remaining turns, last predicted
 
     def add_group(self, group: Group) -> None:
         """A group was admitted: predict its samples from the prior and their siblings."""
@@ -64,11 +65,17 @@ class PriorityKeeper:
         if record:
             self._contexts.setdefault(progress.sample_id, []).append(context)
         work = self._predictor.predict(context)
+        self._predicted_turns[progress.sample_id] = work.turns
         self._tracker.set_remaining(progress.sample_id, remaining_work_s(work, self._priority))
+
+    def predicted_turns(self, sample_id: str) -> float | None:
+        """The sample's remaining turns as last predicted (None: not predicted)."""
+        return self._predicted_turns.get(sample_id)
 
     def sample_finished(self, trajectory: Trajectory) -> None:
         """The sample's final attempt ended; trainable samples teach the predictor."""
         self._tracker.sample_finished(trajectory.sample_id)
+        self._predicted_turns.pop(trajectory.sample_id, None)
         contexts = self._contexts.pop(trajectory.sample_id, [])
         if not (self._enabled and trajectory.is_trainable):
             return

@@ -182,6 +182,7 @@ class Conductor(StepDeadlines, RetiredGroups, ShedGroups):
         self._quota_changed = asyncio.Event()
         self._group_ready = asyncio.Event()
         self._live_limit: LiveLimit | None = None
+        self._growth = policy.context_growth(self.rollout)  # growth-aware live charges
         self._tasks: asyncio.TaskGroup | None = None
         self._children: set[asyncio.Task[None]] = set()
         # retired_requests=cancel: samples with tokens of the current version, each live
@@ -450,6 +451,8 @@ class Conductor(StepDeadlines, RetiredGroups, ShedGroups):
             finally:
                 if limit is not None:
                     limit.leave(sample_id)
+                if self._growth is not None:
+                    self._growth.finished(sample_id)
             if attempt is not None:
                 trajectory = attempt
                 break  # else its group was shed: from scratch, through the limit again
@@ -550,11 +553,18 @@ class Conductor(StepDeadlines, RetiredGroups, ShedGroups):
             page_tokens=self._loop_config.recompute_page_tokens,
         )
         if self._live_limit is not None and sample_id:
-            self._live_limit.update(sample_id, len(request.input_ids) + len(result.output_ids))
+            context = len(request.input_ids) + len(result.output_ids)
+            if self._growth is not None:
+                self._growth.generated(sample_id, context)
+                predicted = self._keeper.predicted_turns(sample_id)
+                context = self._growth.charge(sample_id, context, predicted)
+            self._live_limit.update(sample_id, context)
         stats = scheduler_view(self._engines[engine].stats())
         self.report(EngineStatsUpdated(engine, stats, self._clock.now()))
 
     def turn_boundary(self, progress: SampleProgress) -> None:
+        if self._growth is not None:
+            self._growth.turn_done(progress.sample_id, progress.context_tokens, progress.turns_done)
         self._keeper.update(progress)
         self._recompute_priorities()
 

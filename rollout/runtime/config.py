@@ -80,6 +80,13 @@ class PolicyConfig(FrozenConfig):
         "low-priority generations when a critical one does not fit (rollout/core/"
         "kv_residency.py).",
     )
+    live_charge: Literal["current", "remaining_mean", "peak"] = Field(
+        default="current",
+        description="What the live-KV gate charges a live sample (rollout/core/context_growth.py): "
+        "its context now ('current'); that plus half its predicted growth over its remaining "
+        "turns, the mean over its remaining life ('remaining_mean'); or its predicted final "
+        "context ('peak'). Growth and remaining turns are learned from the run.",
+    )
     live_kv_budget: float = Field(
         default=0.0,
         ge=0.0,

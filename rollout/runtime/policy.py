@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from rollout.core.config import RolloutConfig
+from rollout.core.context_growth import ContextGrowth
 from rollout.engines.base import EngineStats
 from rollout.engines.registry import EngineAsks
 from rollout.runtime.config import PolicyConfig
@@ -163,6 +164,24 @@ class RolloutPolicy:
             priority_scheduling=flags.engine_priority_scheduling,
             priority_kv=flags.kv_policy == "priority",
         )
+
+    def context_growth(self, rollout: RolloutConfig) -> ContextGrowth | None:
+        """What the live limit charges each live sample, when it is not its context now."""
+        rule = self.config.live_charge
+        if rule == "current" or self.live_limit_kind() != "kv":
+            return None
+        return ContextGrowth(
+            rule,
+            prior_turn_tokens=rollout.scheduler.prior_turn_tokens,
+            prior_turns=rollout.predictor.sibling.prior_turns,
+        )
+
+    def live_limit_kind(self) -> str:
+        """'slots' (trajectory-level), 'kv' (the live-KV gate) or 'none'."""
+        flags = self.config
+        if flags.slot_holding == "trajectory":
+            return "slots"
+        return "kv" if flags.live_kv_budget > 0 else "none"
 
     def live_limit(self, context: LiveLimitContext) -> LiveLimit | None:
         """The bound on live samples (None: every admitted sample starts at once)."""
