@@ -1,10 +1,12 @@
 """The cheat corpus against the real grader in Docker: every cheat scores 0, as the agent's
-fault, with a reason; a killed grading container is an infra error; the agent cannot make its
-own failure look like infrastructure."""
+fault, with a reason, on a user's own task (way 1 of docs/swe.md: a record plus a local
+repository) and on a shipped task; a killed grading container is an infra error; the agent
+cannot make its own failure look like infrastructure."""
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import docker
 import pytest
@@ -14,11 +16,12 @@ from envs.swe.grader import AgentPatch, Grader
 from envs.swe.grading import GradableTask
 from envs.swe.grading_log import parse_pytest_log
 from envs.swe.runtime import BackendSandboxes
-from envs.swe.tasks import load_shipped_tasks
+from envs.swe.tasks import SWETask, load_shipped_tasks, load_tasks_strict
 from harness.clock import LoopClock
 from harness.sandbox.base import Sandbox
 from tests.conftest import project_containers
 from tests.envs.swe.cheats import CHEATS, cheat_patch
+from tests.envs.swe.own_repo import make_own_repo
 
 pytestmark = pytest.mark.docker
 
@@ -26,26 +29,44 @@ TASK = load_shipped_tasks()[0]
 CONFIG = GradingConfig(test_timeout_s=8, kill_grace_s=1, host_margin_s=20)
 
 
+@pytest.fixture(scope="module")
+def own_task(tmp_path_factory: pytest.TempPathFactory) -> SWETask:
+    """A user's own task, way 1: a SWE-bench record plus a local repository (bundle)."""
+    own = make_own_repo(tmp_path_factory.mktemp("own"))
+    tasks_file = own.write_tasks(
+        Path(tmp_path_factory.mktemp("tasks")) / "tasks.jsonl", repo_path=str(own.bundle)
+    )
+    (task,) = load_tasks_strict(tasks_file)
+    return task
+
+
+@pytest.fixture(params=["own", "shipped"])
+def task(request: pytest.FixtureRequest) -> SWETask:
+    if request.param == "own":
+        return request.getfixturevalue("own_task")  # type: ignore[no-any-return]
+    return TASK
+
+
 def make_grader(runtime: BackendSandboxes, config: GradingConfig = CONFIG) -> Grader:
     return Grader(config, runtime.grading_sandbox, clock=LoopClock(), parse_log=parse_pytest_log)
 
 
 async def test_the_gold_patch_still_scores_1_through_the_hardened_grader(
-    runtime: BackendSandboxes,
+    runtime: BackendSandboxes, task: SWETask
 ) -> None:
-    await runtime.ensure_image(TASK)
-    report = await make_grader(runtime).grade(TASK, AgentPatch(TASK.patch.encode()))
+    await runtime.ensure_image(task)
+    report = await make_grader(runtime).grade(task, AgentPatch(task.patch.encode()))
     assert report.resolved and report.hardened and not report.tampered, report.to_dict()
 
 
 @pytest.mark.parametrize("name", sorted(CHEATS))
 async def test_a_cheating_patch_scores_0_with_a_reason_as_the_agents_fault(
-    runtime: BackendSandboxes, name: str
+    runtime: BackendSandboxes, task: SWETask, name: str
 ) -> None:
-    await runtime.ensure_image(TASK)
-    patch = cheat_patch(TASK, CHEATS[name])
+    await runtime.ensure_image(task)
+    patch = cheat_patch(task, CHEATS[name])
     report = await make_grader(runtime).grade(
-        TASK, AgentPatch(patch.encode("utf-8", "surrogateescape"))
+        task, AgentPatch(patch.encode("utf-8", "surrogateescape"))
     )
     details = report.to_dict()
     assert report.reward == 0.0, details
