@@ -23,7 +23,7 @@ from pathlib import Path
 from envs.swe.repo_source import materialize_task_repo
 from envs.swe.tasks import SWETask
 
-__all__ = ["CHEATS", "Cheat", "cheat_patch"]
+__all__ = ["CHEATS", "DEMO_PLUGIN_INSTALL", "DEMO_PLUGIN_MODULE", "Cheat", "cheat_patch"]
 
 Cheat = Callable[[Path, SWETask], None]
 
@@ -121,6 +121,22 @@ LOAD_REAL_STDLIB_MODULE = textwrap.dedent(
     _cheat_load_real(__name__)
     """
 )
+
+
+DEMO_PLUGIN_MODULE = "conductor_demo_plugin"
+DEMO_PLUGIN_INSTALL = (
+    "d=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])') && "
+    f"mkdir -p $d/{DEMO_PLUGIN_MODULE}-1.0.dist-info && "
+    "printf 'def pytest_terminal_summary(terminalreporter):\\n"
+    "    terminalreporter.write_line(\"demo plugin\")\\n' "
+    f"> $d/{DEMO_PLUGIN_MODULE}.py && "
+    f"printf 'Metadata-Version: 2.1\\nName: {DEMO_PLUGIN_MODULE}\\nVersion: 1.0\\n' "
+    f"> $d/{DEMO_PLUGIN_MODULE}-1.0.dist-info/METADATA && "
+    f"printf '[pytest11]\\ndemo = {DEMO_PLUGIN_MODULE}\\n' "
+    f"> $d/{DEMO_PLUGIN_MODULE}-1.0.dist-info/entry_points.txt"
+)
+"""An `install_cmd` that installs a harmless pytest plugin (an entry point in `pytest11`) into
+the task image, as installing a project's test requirements does."""
 
 
 def _package(repo: Path) -> Path:
@@ -317,6 +333,19 @@ def setup_cfg_cr_only_plugin(repo: Path, task: SWETask) -> None:
     (repo / "setup.cfg").write_bytes(("\r".join(lines) + "\r").encode())
 
 
+def setup_cfg_form_feed_plugin(repo: Path, task: SWETask) -> None:
+    """The same through form feeds: `str.splitlines` (pytest's ini reader) breaks lines at
+    `\\f`, `\\v`, NEL and the Unicode separators, Python's configparser only at `\\n`."""
+    (repo / f"{SELECTIVE_PLUGIN_MODULE}.py").write_text(SELECTIVE_PASS)
+    lines = [
+        "[metadata]",
+        "name = cheat",
+        "[tool:pytest]",
+        f"addopts = -p {SELECTIVE_PLUGIN_MODULE}",
+    ]
+    (repo / "setup.cfg").write_bytes(("\f".join(lines) + "\n").encode())
+
+
 def pyproject_symlink_plugin(repo: Path, task: SWETask) -> None:
     """`pyproject.toml` as a symlink to another file of the repository: a reader that takes only
     regular files sees no config, pytest follows the link and loads the selective plugin."""
@@ -335,6 +364,14 @@ def stdlib_shadow_pdb(repo: Path, task: SWETask) -> None:
     repository is on `sys.path`; the shadow forces the selective passes and then loads the real
     `pdb`, so nothing else changes."""
     (repo / "pdb.py").write_text(SELECTIVE_PASS + LOAD_REAL_STDLIB_MODULE)
+
+
+def shadow_installed_plugin(repo: Path, task: SWETask) -> None:
+    """A module at the repository root named like an installed plugin's entry point: pytest
+    imports the plugin after the repository is on `sys.path`, so the shadow loads instead (it
+    forces the selective passes and then loads the real plugin). Bites where the image has the
+    plugin (`DEMO_PLUGIN_INSTALL`); elsewhere it is an unused file."""
+    (repo / f"{DEMO_PLUGIN_MODULE}.py").write_text(SELECTIVE_PASS + LOAD_REAL_STDLIB_MODULE)
 
 
 CHEATS: dict[str, Cheat] = {
@@ -363,8 +400,10 @@ CHEATS: dict[str, Cheat] = {
         hang_forever,
         selective_pass_forcing,
         setup_cfg_cr_only_plugin,
+        setup_cfg_form_feed_plugin,
         pyproject_symlink_plugin,
         stdlib_shadow_pdb,
+        shadow_installed_plugin,
     )
 }
 

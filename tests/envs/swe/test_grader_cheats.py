@@ -20,8 +20,8 @@ from envs.swe.tasks import SWETask, load_shipped_tasks, load_tasks_strict
 from harness.clock import LoopClock
 from harness.sandbox.base import Sandbox
 from tests.conftest import project_containers
-from tests.envs.swe.cheats import CHEATS, cheat_patch
-from tests.envs.swe.own_repo import make_own_repo
+from tests.envs.swe.cheats import CHEATS, DEMO_PLUGIN_INSTALL, cheat_patch
+from tests.envs.swe.own_repo import OwnRepo, make_own_repo
 
 pytestmark = pytest.mark.docker
 
@@ -30,9 +30,13 @@ CONFIG = GradingConfig(test_timeout_s=8, kill_grace_s=1, host_margin_s=20)
 
 
 @pytest.fixture(scope="module")
-def own_task(tmp_path_factory: pytest.TempPathFactory) -> SWETask:
+def own(tmp_path_factory: pytest.TempPathFactory) -> OwnRepo:
+    return make_own_repo(tmp_path_factory.mktemp("own"))
+
+
+@pytest.fixture(scope="module")
+def own_task(own: OwnRepo, tmp_path_factory: pytest.TempPathFactory) -> SWETask:
     """A user's own task, way 1: a SWE-bench record plus a local repository (bundle)."""
-    own = make_own_repo(tmp_path_factory.mktemp("own"))
     tasks_file = own.write_tasks(
         Path(tmp_path_factory.mktemp("tasks")) / "tasks.jsonl", repo_path=str(own.bundle)
     )
@@ -73,6 +77,23 @@ async def test_a_cheating_patch_scores_0_with_a_reason_as_the_agents_fault(
     assert report.infra_error is None and report.fault == "agent", details
     reason = report.invalid_reason or report.f2p_failed or report.p2p_failed
     assert reason, details
+
+
+async def test_a_module_shadowing_an_installed_plugin_scores_0(
+    runtime: BackendSandboxes, own: OwnRepo, tmp_path: Path
+) -> None:
+    """A user's task whose image installs a pytest plugin: a root module named like the
+    plugin's entry point must not be what pytest loads."""
+    tasks_file = own.write_tasks(
+        tmp_path / "tasks.jsonl", repo_path=str(own.bundle), install_cmd=DEMO_PLUGIN_INSTALL
+    )
+    (task,) = load_tasks_strict(tasks_file)
+    await runtime.ensure_image(task)
+    gold = await make_grader(runtime).grade(task, AgentPatch(task.patch.encode()))
+    assert gold.resolved and "demo plugin" in gold.log_tail, gold.to_dict()
+    patch = cheat_patch(task, CHEATS["shadow_installed_plugin"]).encode()
+    report = await make_grader(runtime).grade(task, AgentPatch(patch))
+    assert report.reward == 0.0 and report.fault == "agent", report.to_dict()
 
 
 async def test_a_cheat_that_shadows_pytest_fools_the_unhardened_grader(
