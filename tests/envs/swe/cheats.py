@@ -128,7 +128,7 @@ DEMO_PLUGIN_INSTALL = (
     "d=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])') && "
     f"mkdir -p $d/{DEMO_PLUGIN_MODULE}-1.0.dist-info && "
     "printf 'def pytest_terminal_summary(terminalreporter):\\n"
-    "    terminalreporter.write_line(\"demo plugin\")\\n' "
+    '    terminalreporter.write_line("demo plugin")\\n\' '
     f"> $d/{DEMO_PLUGIN_MODULE}.py && "
     f"printf 'Metadata-Version: 2.1\\nName: {DEMO_PLUGIN_MODULE}\\nVersion: 1.0\\n' "
     f"> $d/{DEMO_PLUGIN_MODULE}-1.0.dist-info/METADATA && "

@@ -96,6 +96,51 @@ async def test_a_module_shadowing_an_installed_plugin_scores_0(
     assert report.reward == 0.0 and report.fault == "agent", report.to_dict()
 
 
+@pytest.mark.parametrize(
+    "name", ["setup_cfg_cr_only_plugin", "pyproject_symlink_plugin", "setup_cfg_form_feed_plugin"]
+)
+async def test_pytest_reads_only_the_pristine_configuration_even_without_the_refusal(
+    runtime: BackendSandboxes, task: SWETask, name: str
+) -> None:
+    """Each defence holds alone: with the refusal of odd config files off, pytest still reads
+    only the grader's pristine copy, so the selective plugin never loads."""
+    await runtime.ensure_image(task)
+    no_refusal = CONFIG.model_copy(update={"config_file_patterns": ()})
+    patch = cheat_patch(task, CHEATS[name]).encode()
+    report = await make_grader(runtime, no_refusal).grade(task, AgentPatch(patch))
+    assert report.reward == 0.0 and report.pristine_config, report.to_dict()
+    assert report.f2p_failed and not report.tampered, report.to_dict()
+
+
+async def test_the_canaries_alone_catch_selective_pass_forcing(
+    runtime: BackendSandboxes, task: SWETask
+) -> None:
+    await runtime.ensure_image(task)
+    patch = cheat_patch(task, CHEATS["selective_pass_forcing"]).encode()
+    single = CONFIG.model_copy(update={"second_verdict": False})
+    report = await make_grader(runtime, single).grade(task, AgentPatch(patch))
+    assert report.reward == 0.0 and report.tampered, report.to_dict()
+    assert report.invalid_reason == "tampered: the canary test that must fail did not fail"
+
+
+async def test_the_second_verdict_alone_catches_what_the_first_run_missed(
+    runtime: BackendSandboxes,
+) -> None:
+    """With the launcher off, a pdb.py at the root forces the selective passes and the first
+    run resolves; the second verdict, without the root module, does not: reward 0."""
+    await runtime.ensure_image(TASK)
+    patch = cheat_patch(TASK, CHEATS["stdlib_shadow_pdb"]).encode()
+    plain = CONFIG.model_copy(update={"harden_pytest": False})
+    fooled = await make_grader(runtime, plain.model_copy(update={"second_verdict": False})).grade(
+        TASK, AgentPatch(patch)
+    )
+    assert fooled.reward == 1.0, fooled.to_dict()  # the test can fail
+    report = await make_grader(runtime, plain).grade(TASK, AgentPatch(patch))
+    assert report.reward == 0.0 and report.fault == "agent", report.to_dict()
+    assert report.invalid_reason and report.invalid_reason.startswith("verdicts_disagree")
+    assert "pdb.py" in (report.second_verdict or {}).get("dropped_paths", []), report.to_dict()
+
+
 async def test_a_cheat_that_shadows_pytest_fools_the_unhardened_grader(
     runtime: BackendSandboxes,
 ) -> None:
