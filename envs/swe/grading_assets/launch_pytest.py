@@ -27,7 +27,8 @@ reads no configuration file of the patch (a CR-only `setup.cfg`, a symlinked
 
 The run writes a report (every test's outcome by node id, the tests collected, pytest's exit
 status and the file pytest was imported from) and makes sure the grader's canary tests run: any
-the command's own selection dropped (`-k`, `-m`, node-id arguments) are collected and added.
+the command's own selection dropped (`-k`, `-m`, node-id arguments) are collected and added,
+and `--maxfail=0` goes last, so `-x` cannot stop the run at the fail canary.
 With `run_only`, only those tests (and the canaries) run; the report still lists every test
 that was collected. Python 3.6-compatible: it runs on the image's interpreter.
 """
@@ -76,8 +77,11 @@ def main(argv):
     config_args, config_copy = _config_args(spec.get("config"), args)
     plugin_args = [part for module in plugin_modules for part in ("-p", module)]
     recorder = _Recorder(spec, runner_file, pytest.__version__, repo)
+    # The fail canary sits among the task's tests: `-x` / `--maxfail` (in the command or the
+    # configuration) would stop the run at it. A run with a failure is unresolved either way.
+    run_args = plugin_args + config_args + ["--maxfail=0"]
     try:
-        return int(pytest.main(plugin_args + config_args, plugins=[recorder]))
+        return int(pytest.main(run_args, plugins=[recorder]))
     finally:
         if config_copy is not None:
             with contextlib.suppress(OSError):

@@ -152,3 +152,17 @@ def test_an_explicit_config_option_of_the_command_is_replaced(repo: Path) -> Non
     finally:
         ARGS = saved
     assert done.returncode == 0 and "test_a PASSED" in done.stdout, done.stdout + done.stderr
+
+
+def test_exitfirst_does_not_stop_the_run_at_the_fail_canary(repo: Path) -> None:
+    failing_first = "def test_0():\n    assert 0\n\n\n" + TESTS
+    (repo / "tests" / "test_core.py").write_text(failing_first)
+    (repo / "setup.cfg").write_text("[tool:pytest]\naddopts = -x\n")
+    done, report = run(
+        repo, config=pristine(probe(repo)), canary_ids=["tests/test_core.py::test_0"]
+    )
+    assert report["tests"] == {
+        "tests/test_core.py::test_0": "FAILED",
+        "tests/test_core.py::test_a": "PASSED",
+        "tests/test_core.py::test_b": "PASSED",
+    }, done.stdout
