@@ -54,10 +54,12 @@ from envs.swe.grading import (
 )
 from envs.swe.grading_run import (
     SandboxDied,
+    Staged,
     probe_pytest,
     read_optional,
     require_alive,
     run_tests,
+    stage,
     task_test_files,
     write_path_list,
 )
@@ -292,9 +294,9 @@ class Grader:
         refuse odd configuration files, restore the tests, run them."""
         config = self._config
         scratch = config.scratch_dir
-        await sandbox.exec(f"mkdir -p {scratch}", timeout_s=config.git_timeout_s)
         inputs = replace(inputs, workdir=sandbox.workdir)
-        probe = await probe_pytest(sandbox, task, config, self._nonce())
+        staged = await stage(sandbox, task, config, self._nonce())
+        probe = await probe_pytest(sandbox, task, config, staged)
         if isinstance(probe, InfraError):
             return replace(inputs, infra_error=probe), None
         if patch.diff.strip():
@@ -312,10 +314,10 @@ class Grader:
                 return replace(inputs, config_refused=refused), probe
         else:
             inputs = replace(inputs, apply_method="empty")
-        prepared = await self._prepare_tests(sandbox, task, scratch)
+        prepared = await self._prepare_tests(sandbox, task, staged)
         if prepared is not None:
             return replace(inputs, infra_error=prepared), probe
-        tested = await run_tests(sandbox, task, inputs, config, nonce=self._nonce(), probe=probe)
+        tested = await run_tests(sandbox, task, inputs, config, staged=staged, probe=probe)
         return tested, probe
 
     async def _second_run(
@@ -331,7 +333,7 @@ class Grader:
         config = self._config
         scratch = config.scratch_dir
         inputs = replace(inputs, pass_to_pass=(), discarded_paths=(), workdir=sandbox.workdir)
-        await sandbox.exec(f"mkdir -p {scratch}", timeout_s=config.git_timeout_s)
+        staged = await stage(sandbox, task, config, self._nonce())
         test_files = _task_test_files(task)
 
         def drop(path: str) -> bool:
@@ -348,11 +350,11 @@ class Grader:
             if applied is None:
                 return replace(inputs, patch_error="the patch's source changes did not apply")
             inputs = replace(inputs, apply_method=applied)
-        prepared = await self._prepare_tests(sandbox, task, scratch)
+        prepared = await self._prepare_tests(sandbox, task, staged)
         if prepared is not None:
             return replace(inputs, infra_error=prepared)
         return await run_tests(
-            sandbox, task, inputs, config, nonce=self._nonce(), probe=probe,
+            sandbox, task, inputs, config, staged=staged, probe=probe,
             run_only=inputs.fail_to_pass,
         )  # fmt: skip
 
@@ -369,12 +371,11 @@ class Grader:
         return method
 
     async def _prepare_tests(
-        self, sandbox: Sandbox, task: GradableTask, scratch: str
+        self, sandbox: Sandbox, task: GradableTask, staged: Staged
     ) -> InfraError | None:
         """Restore the test files from `base_commit` and apply `test_patch`."""
-        await sandbox.write_file(f"{scratch}/test.patch", task.test_patch.encode("utf-8"))
         prepared = await sandbox.exec(
-            prepare_tests_script(task.base_commit, _task_test_files(task), f"{scratch}/test.patch"),
+            prepare_tests_script(task.base_commit, _task_test_files(task), staged.test_patch),
             timeout_s=self._config.git_timeout_s,
         )
         if prepared.exit_code != 0:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from importlib import resources
 
 from envs.swe.canary import Canary, canary_host_files, plan_canaries
@@ -31,15 +31,17 @@ from envs.swe.grading_scripts import (
 )
 from envs.swe.pytest_probe import PytestProbe, launch_spec, parse_probe
 from envs.swe.run_report import parse_run_report
-from envs.swe.test_command import parse_pytest_command
+from envs.swe.test_command import PytestCommand, parse_pytest_command
 from harness.sandbox.base import Sandbox
 
 __all__ = [
     "SandboxDied",
+    "Staged",
     "probe_pytest",
     "read_optional",
     "require_alive",
     "run_tests",
+    "stage",
     "task_test_files",
     "write_path_list",
 ]
@@ -51,25 +53,45 @@ class SandboxDied(Exception):
     """A step failed because its sandbox is gone: an infrastructure failure."""
 
 
+@dataclass(frozen=True, slots=True)
+class Staged:
+    """What the grader writes into a fresh sandbox before anything else: `test_patch` and, for a
+    hardened pytest command, the launcher, in a directory named by the grading's nonce (the
+    patch, applied later, cannot know where they are). Its runs write their outputs there too."""
+
+    directory: str
+    nonce: str
+    test_patch: str
+    launcher: str | None
+
+
+async def stage(sandbox: Sandbox, task: GradableTask, config: GradingConfig, nonce: str) -> Staged:
+    directory = f"{config.scratch_dir}/{nonce}"
+    test_patch = f"{directory}/test.patch"
+    await sandbox.write_file(test_patch, task.test_patch.encode("utf-8"))
+    launcher = None
+    if _pytest_command(task, config) is not None:
+        launcher = f"{directory}/launch_pytest.py"
+        await sandbox.write_file(launcher, _LAUNCHER)
+    return Staged(directory, nonce, test_patch, launcher)
+
+
 async def probe_pytest(
-    sandbox: Sandbox, task: GradableTask, config: GradingConfig, nonce: str
+    sandbox: Sandbox, task: GradableTask, config: GradingConfig, staged: Staged
 ) -> PytestProbe | InfraError | None:
     """The pristine configuration of the task's pytest command, read before the agent's patch
     is applied (with `test_patch` applied for the probe, then taken off again). None: not a
     pytest command, hardening off, or the probe failed (the run then reads the repository's
     configuration, guarded only by the path and section checks)."""
-    command = parse_pytest_command(task.test_command) if config.harden_pytest else None
-    if command is None:
+    command = _pytest_command(task, config)
+    if command is None or staged.launcher is None:
         return None
-    run_dir = f"{config.scratch_dir}/{nonce}"
-    launcher, out, copy = f"{run_dir}/launch_pytest.py", f"{run_dir}/probe.json", f"{run_dir}/ini"
-    await sandbox.write_file(launcher, _LAUNCHER)
-    test_patch = f"{run_dir}/test.patch"
-    await sandbox.write_file(test_patch, task.test_patch.encode("utf-8"))
-    prepare = prepare_tests_script(task.base_commit, task_test_files(task), test_patch)
+    out, copy = f"{staged.directory}/probe.json", f"{staged.directory}/ini"
+    prepare = prepare_tests_script(task.base_commit, task_test_files(task), staged.test_patch)
     script = probe_script(
-        prepare, test_patch, task.test_env_setup, command, launcher, out, copy, config
-    )
+        prepare, staged.test_patch, task.test_env_setup, command, staged.launcher, out, copy,
+        config,
+    )  # fmt: skip
     ran = await sandbox.exec(
         script, timeout_s=config.probe_timeout_s + config.kill_grace_s + config.git_timeout_s
     )
@@ -91,30 +113,27 @@ async def run_tests(
     inputs: GradingInputs,
     config: GradingConfig,
     *,
-    nonce: str,
+    staged: Staged,
     probe: PytestProbe | None,
     run_only: tuple[str, ...] | None = None,
 ) -> GradingInputs:
     """Run the task's tests (all, or `run_only` and the canaries) into `inputs`."""
-    run_dir = f"{config.scratch_dir}/{nonce}"
+    run_dir = staged.directory
     log_path = f"{run_dir}/test.log"
-    command = parse_pytest_command(task.test_command) if config.harden_pytest else None
+    command = _pytest_command(task, config)
     canary: Canary | None = None
     launch: LaunchPaths | None = None
-    if command is None:  # the log's directory (write_file makes its own)
-        await sandbox.exec(f"mkdir -p {run_dir}", timeout_s=config.git_timeout_s)
-    else:
-        canary = await _place_canaries(sandbox, task, inputs, run_dir, nonce)
-        launch = LaunchPaths(launcher=f"{run_dir}/launch_pytest.py", spec=f"{run_dir}/spec.json")
+    if command is not None and staged.launcher is not None:
+        canary = await _place_canaries(sandbox, task, inputs, run_dir, staged.nonce)
         pristine = f"{run_dir}/pristine-config"
         if probe is not None and probe.ini_bytes is not None:
             await sandbox.write_file(pristine, probe.ini_bytes)
         spec = launch_spec(
             report=f"{run_dir}/report.json", canary_ids=canary.ids, run_only=run_only,
-            probe=probe, nonce=nonce, pristine_copy=pristine,
+            probe=probe, nonce=staged.nonce, pristine_copy=pristine,
         )  # fmt: skip
-        await sandbox.write_file(launch.launcher, _LAUNCHER)
-        await sandbox.write_file(launch.spec, json.dumps(spec).encode())
+        # The spec travels on the command line: one file fewer to write.
+        launch = LaunchPaths(launcher=staged.launcher, spec=json.dumps(spec))
     script = test_run_script(
         task.test_command, task.test_env_setup, log_path, config,
         pytest_command=command, launch=launch,
@@ -145,7 +164,7 @@ async def run_tests(
     if canary is None:
         return inputs
     report = await read_optional(sandbox, f"{run_dir}/report.json")
-    canary_output = await read_optional(sandbox, f"{run_dir}/{_canary_output_name(nonce)}")
+    canary_output = await read_optional(sandbox, f"{run_dir}/{_canary_output_name(staged.nonce)}")
     return replace(
         inputs,
         run_report=None if report is None else parse_run_report(report),
@@ -173,6 +192,10 @@ async def _place_canaries(
     for path, text in plan.files.items():
         await sandbox.write_file(path, text.encode("utf-8"))
     return plan.canary
+
+
+def _pytest_command(task: GradableTask, config: GradingConfig) -> PytestCommand | None:
+    return parse_pytest_command(task.test_command) if config.harden_pytest else None
 
 
 def _canary_output_name(nonce: str) -> str:

@@ -38,7 +38,7 @@ GIT = (
 
 @dataclass(frozen=True, slots=True)
 class LaunchPaths:
-    """Where a hardened run's launcher and its spec live (workdir-relative)."""
+    """A hardened run's launcher (workdir-relative path) and its spec (a JSON text)."""
 
     launcher: str
     spec: str

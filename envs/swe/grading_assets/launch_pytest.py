@@ -3,7 +3,7 @@
 
 Usage (from the repository root, as the grader runs it)::
 
-    python -I launch_pytest.py SPEC_JSON -- PYTEST_ARGS...
+    python -I launch_pytest.py SPEC -- PYTEST_ARGS...
     python -I launch_pytest.py --probe OUT_JSON CONFIG_COPY -- PYTEST_ARGS...
 
 `-I` keeps the repository off `sys.path` (isolated mode: no script directory, no current
@@ -56,12 +56,11 @@ def main(argv):
         return probe(argv[2], argv[3], list(argv[5:]))
     if len(argv) < 3 or argv[2] != "--":
         sys.stderr.write(
-            "usage: launch_pytest.py SPEC_JSON -- PYTEST_ARGS...\n"
+            "usage: launch_pytest.py SPEC -- PYTEST_ARGS...   (SPEC: JSON text or a file)\n"
             "       launch_pytest.py --probe OUT_JSON CONFIG_COPY -- PYTEST_ARGS...\n"
         )
         return 4
-    with open(argv[1]) as handle:
-        spec = json.load(handle)
+    spec = _read_spec(argv[1])
     args = list(argv[3:])
     repo = os.path.realpath(os.getcwd())
     runner_file = os.path.realpath(pytest.__file__)
@@ -88,6 +87,14 @@ def main(argv):
                 os.unlink(config_copy)
 
 
+def _read_spec(text):
+    """The spec: JSON given inline (it starts with `{`), or the path of a JSON file."""
+    if text.lstrip().startswith("{"):
+        return json.loads(text)
+    with open(text) as handle:
+        return json.load(handle)
+
+
 # -- the probe -----------------------------------------------------------------------------------
 
 
@@ -106,11 +113,32 @@ def probe(out_path, copy_path, args):
         record["inipath"] = os.path.abspath(str(inipath))
         with open(str(inipath), "rb") as source, open(copy_path, "wb") as copy:
             copy.write(source.read())
-    search = [repo, *_pythonpath(repo), *(p for p in sys.path if p and _inside(p, repo))]
-    record["allowed_shadows"] = sorted(_module_names(search))
+    record["allowed_shadows"] = _base_provided(repo, args)
     with open(out_path, "w") as out:
         json.dump(record, out)
     return 0
+
+
+def _base_provided(repo, args):
+    """The protected names that the repository itself provides on the pristine tree, as the
+    run's path (repository first) would find them: those stay the repository's in the run."""
+    import importlib.util
+
+    plugin_modules, plugin_dists = _installed_plugins(repo, args)
+    protected = _protected_names(plugin_dists) | {name.split(".")[0] for name in plugin_modules}
+    sys.path[0:0] = [repo, *_pythonpath(repo)]
+    provided = []
+    for name in sorted(protected - set(sys.modules)):
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        if spec is None:
+            continue
+        places = [spec.origin] if spec.origin else list(spec.submodule_search_locations or ())
+        if any(place and _inside(place, repo) for place in places):
+            provided.append(name)
+    return provided
 
 
 def _determine_setup(inifile, dirs, rootdir_arg, config, namespace):

@@ -6,12 +6,14 @@ cannot make its own failure look like infrastructure."""
 from __future__ import annotations
 
 import asyncio
+import base64
 from pathlib import Path
 
 import docker
 import pytest
 
-from envs.swe.config import GradingConfig
+from envs.swe.config import GradingConfig, SWEEnvConfig
+from envs.swe.env import SWEEnv
 from envs.swe.grader import AgentPatch, Grader
 from envs.swe.grading import GradableTask
 from envs.swe.grading_log import parse_pytest_log
@@ -94,6 +96,38 @@ async def test_a_module_shadowing_an_installed_plugin_scores_0(
     patch = cheat_patch(task, CHEATS["shadow_installed_plugin"]).encode()
     report = await make_grader(runtime).grade(task, AgentPatch(patch))
     assert report.reward == 0.0 and report.fault == "agent", report.to_dict()
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["selective_pass_forcing", "setup_cfg_cr_only_plugin", "pyproject_symlink_plugin",
+     "stdlib_shadow_pdb"],
+)  # fmt: skip
+async def test_the_round_three_cheats_score_0_through_the_env_too(
+    runtime: BackendSandboxes, own_task: SWETask, name: str
+) -> None:
+    """The agent's way in: it writes the cheat in its sandbox with bash and submits; the env
+    extracts the patch itself and grades it."""
+    await runtime.ensure_image(own_task)
+    env = SWEEnv(
+        own_task, sandboxes=runtime, grading_sandboxes=runtime.grading_sandbox,
+        config=SWEEnvConfig(grading=CONFIG),
+    )  # fmt: skip
+    try:
+        await env.areset()
+        patch = cheat_patch(own_task, CHEATS[name]).encode("utf-8", "surrogateescape")
+        encoded = base64.b64encode(patch).decode()
+        command = f"echo {encoded} | base64 -d > /tmp/cheat.patch && git apply /tmp/cheat.patch"
+        observation, *_ = await env.astep(f"```bash\n{command} && echo APPLIED\n```")
+        assert "APPLIED" in str(observation), observation
+        _, reward, terminated, _, info = await env.astep(
+            '<tool_call>{"name": "submit", "arguments": {}}</tool_call>'
+        )
+    finally:
+        await env.aclose()
+    grading = info["grading"]
+    assert terminated and reward == 0.0 and grading["fault"] == "agent", grading
+    assert grading["invalid_reason"] or grading["f2p_failed"], grading
 
 
 @pytest.mark.parametrize(

@@ -71,7 +71,12 @@ def test_the_probe_names_the_file_pytest_reads_and_copies_its_bytes(repo: Path) 
     probed = probe(repo)
     assert probed["inipath"] == str(repo / "setup.cfg") and probed["rootdir"] == str(repo)
     assert (repo / ".scratch" / "ini").read_bytes() == (repo / "setup.cfg").read_bytes()
-    assert "mylib" in probed["allowed_shadows"]
+
+
+def test_the_probe_exempts_protected_names_the_base_commit_provides(repo: Path) -> None:
+    (repo / "fractions.py").write_text("X = 1\n")  # the repository's own, at the base commit
+    allowed = probe(repo)["allowed_shadows"]
+    assert "fractions" in allowed and "pdb" not in allowed and "mylib" not in allowed
 
 
 def test_the_run_reads_only_the_pristine_copy_of_the_configuration(repo: Path) -> None:
