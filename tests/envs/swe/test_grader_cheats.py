@@ -15,9 +15,10 @@ import pytest
 from envs.swe.config import GradingConfig, SWEEnvConfig
 from envs.swe.env import SWEEnv
 from envs.swe.grader import AgentPatch, Grader
-from envs.swe.grading import GradableTask
+from envs.swe.grading import EpisodeTask, GradableTask
 from envs.swe.grading_log import parse_pytest_log
 from envs.swe.runtime import BackendSandboxes
+from envs.swe.sandbox_source import ReleaseSandbox
 from envs.swe.tasks import SWETask, load_shipped_tasks, load_tasks_strict
 from harness.clock import LoopClock
 from harness.sandbox.base import Sandbox
@@ -109,8 +110,12 @@ async def test_the_round_three_cheats_score_0_through_the_env_too(
     """The agent's way in: it writes the cheat in its sandbox with bash and submits; the env
     extracts the patch itself and grades it."""
     await runtime.ensure_image(own_task)
+
+    async def agent_sandbox(task: EpisodeTask) -> tuple[Sandbox, ReleaseSandbox]:
+        return await runtime.acquire(own_task)
+
     env = SWEEnv(
-        own_task, sandboxes=runtime, grading_sandboxes=runtime.grading_sandbox,
+        own_task, sandboxes=agent_sandbox, grading_sandboxes=runtime.grading_sandbox,
         config=SWEEnvConfig(grading=CONFIG),
     )  # fmt: skip
     try:
