@@ -110,6 +110,12 @@ class GradingConfig(FrozenConfig):
     test_timeout_s: float = Field(
         900.0, gt=0, description="seconds the test command may run (in-sandbox `timeout`)"
     )
+    probe_timeout_s: float = Field(
+        60.0,
+        gt=0,
+        description="seconds the launcher's probe may take to ask pytest, on the pristine tree, "
+        "which configuration file and root directory the test command gets",
+    )
     kill_grace_s: float = Field(
         5.0, gt=0, description="seconds between SIGTERM and SIGKILL when the tests time out"
     )
@@ -175,6 +181,33 @@ class GradingConfig(FrozenConfig):
         description="run pytest test commands through the grader's launcher: the image's pytest "
         "pinned (a patch cannot shadow it), a report of every outcome checked against the log, "
         "and canary tests that detect tampering (docs/swe.md)",
+    )
+    second_verdict: bool = Field(
+        True,
+        description="when the first run resolves the task, re-run its FAIL_TO_PASS tests in a "
+        "second fresh sandbox from pristine test files with only the patch's non-test source "
+        "changes applied; reward 1 only if both verdicts agree (and, hardened, the first run "
+        "reported exactly the tests the second collected). Costs a second sandbox and test run "
+        "per resolved grading, none for the rest (docs/swe.md, 'Two verdicts')",
+    )
+    config_file_patterns: tuple[str, ...] = Field(
+        (
+            "**/pyproject.toml",
+            "**/setup.cfg",
+            "**/tox.ini",
+            "**/pytest.ini",
+            "**/.pytest.ini",
+            "**/pytest.toml",
+            "**/.pytest.toml",
+            "**/conftest.py",
+            "**/setup.py",
+            "**/sitecustomize.py",
+            "**/usercustomize.py",
+            "**/*.pth",
+        ),
+        description="glob patterns (git-style `**`) of files that configure Python or pytest: "
+        "a patch that makes one a symlink or gives it line breaks other than LF / CRLF scores 0 "
+        "(readers would disagree on its content), and the second verdict never applies them",
     )
     suite_started_patterns: tuple[str, ...] = Field(
         (r"^=+ test session starts =+\s*$", r"\bcollected \d+ items?\b"),

@@ -6,17 +6,23 @@
    `git diff --cached --binary <base>`. The env computes the patch itself; nothing the agent
    writes is trusted as "the patch". A git failure in a live sandbox is the agent's doing
    (reward 0); in a dead one it is an infra error.
-2. `grade` (a fresh sandbox from the task image, made by the injected factory): apply the patch
-   (`git apply` → `git apply --reject` → `patch --fuzz`, resetting the tree between tries),
-   restore protected paths (tests, conftest, pytest config files, caches, packaging metadata)
-   and pytest sections of `pyproject.toml` / `setup.cfg` the patch changed, restore the test
-   files from `base_commit`, apply `test_patch`, then run `task.test_command` under an
-   in-sandbox `timeout -k` into a log file. A pytest command runs through the launcher
-   (`grading_assets/launch_pytest.py`): the image's pytest pinned, a report of every outcome,
-   canary tests. `grading.grade` decides. A failed step is an infra error only when the
-   sandbox died; everything else the patch could cause is the agent's.
+2. `grade`, first verdict (a fresh sandbox from the task image, made by the injected factory):
+   on the pristine tree, ask pytest which configuration it reads (`grading_run.probe_pytest`);
+   apply the patch (`git apply` → `git apply --reject` → `patch --fuzz`, resetting the tree
+   between tries); restore protected paths (tests, conftest, pytest config files, caches,
+   packaging metadata) and pytest sections of `pyproject.toml` / `setup.cfg` the patch changed;
+   refuse a changed file that configures Python or pytest and is a symlink or has odd line
+   breaks; restore the test files from `base_commit`, apply `test_patch`, then run
+   `task.test_command` (`grading_run.run_tests`: a pytest command through the launcher, with
+   the pristine configuration and canaries hidden in the task's test files). `grading.grade`
+   decides.
+3. Second verdict, when the first resolves and `second_verdict` is on: another fresh sandbox,
+   only the patch's non-test source changes (`source_patch`), pristine tests, the FAIL_TO_PASS
+   tests re-run; `grading.combine_verdicts` requires both to agree.
 
-All commands use paths relative to the sandbox workdir (a local sandbox maps only the workdir).
+A failed step is an infra error only when the sandbox died; everything else the patch could
+cause is the agent's. All commands use paths relative to the sandbox workdir (a local sandbox
+maps only the workdir).
 """
 
 from __future__ import annotations
@@ -25,34 +31,48 @@ import asyncio
 import re
 import secrets
 import shlex
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
-from importlib import resources
 
 from envs.swe.canary import Canary
 from envs.swe.config import GradingConfig
-from envs.swe.config_guard import SECTIONED_CONFIG_NAMES, pytest_settings_changed
+from envs.swe.config_guard import (
+    SECTIONED_CONFIG_NAMES,
+    config_file_problem,
+    pytest_settings_changed,
+)
 from envs.swe.grading import (
     GradableTask,
     GradingInputs,
     GradingReport,
     InfraError,
     LogParser,
+    combine_verdicts,
     grade,
     is_test_path,
     paths_in_patch,
 )
+from envs.swe.grading_run import (
+    SandboxDied,
+    Staged,
+    probe_pytest,
+    read_optional,
+    require_alive,
+    run_tests,
+    stage,
+    task_test_files,
+    write_path_list,
+)
 from envs.swe.grading_scripts import (
     GIT,
-    LaunchPaths,
     apply_method,
     apply_script,
     prepare_tests_script,
     restore_one,
-    test_run_script,
+    symlinks_script,
 )
-from envs.swe.run_report import parse_run_report
-from envs.swe.test_command import parse_pytest_command
+from envs.swe.pytest_probe import PytestProbe
+from envs.swe.source_patch import shadows_stdlib, source_changes
 from foundation.clock import Clock
 from harness.errors import ImageNotFoundError, SandboxError
 from harness.sandbox.base import ExecResult, Sandbox
@@ -67,7 +87,6 @@ _OVERSIZED_PREFIX = "OVERSIZED="
 _DIFF_OPTIONS = "--cached --no-renames --no-ext-diff --no-textconv"
 _PATCH_TOO_LARGE = "patch_too_large"
 _PATCH_APPLY_FAILED = "patch_apply_failed"
-_LAUNCHER = resources.files("envs.swe.grading_assets").joinpath("launch_pytest.py").read_bytes()
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,10 +107,6 @@ class AgentPatch:
     @property
     def text(self) -> str:
         return self.diff.decode("utf-8", errors="replace")
-
-
-class _SandboxDied(Exception):
-    """A step failed because its sandbox is gone: an infrastructure failure."""
 
 
 class Grader:
@@ -134,7 +149,7 @@ class Grader:
         discarded = self._test_paths(changed, task)
         drop = ""
         if discarded:
-            await _write_path_list(sandbox, f"{scratch}/excluded", discarded)
+            await write_path_list(sandbox, f"{scratch}/excluded", discarded)
             drop = (
                 f"GIT_LITERAL_PATHSPECS=1 git reset -q --pathspec-from-file={scratch}/excluded "
                 f"--pathspec-file-nul {base} && "
@@ -209,7 +224,8 @@ class Grader:
     # -- grading side ---------------------------------------------------------------------------
 
     async def grade(self, task: GradableTask, patch: AgentPatch) -> GradingReport:
-        """Grade `patch` in a fresh sandbox; never raises for infrastructure failures."""
+        """Grade `patch` in a fresh sandbox (two, when the first resolves and the second verdict
+        is on); never raises for infrastructure failures."""
         started_s = self._clock.now()
         inputs = GradingInputs(
             instance_id=task.instance_id,
@@ -218,142 +234,168 @@ class Grader:
             discarded_paths=patch.discarded_paths,
         )
         if patch.error is not None:
-            inputs = replace(inputs, patch_error=patch.error)
+            report = grade(replace(inputs, patch_error=patch.error), self._config, self._parse_log)
         elif patch.too_large:
-            inputs = replace(inputs, patch_error=_PATCH_TOO_LARGE)
+            too_large = replace(inputs, patch_error=_PATCH_TOO_LARGE)
+            report = grade(too_large, self._config, self._parse_log)
         else:
-            try:
-                async with asyncio.timeout(self._config.grading_deadline_s):
-                    inputs = await self._run_in_fresh_sandbox(task, patch, inputs)
-            except TimeoutError:  # before OSError, of which it is a subclass
-                limit = f"{self._config.grading_deadline_s:g} s"
-                error = InfraError("grading_timeout", f"grading took longer than {limit}")
-                inputs = replace(inputs, infra_error=error)
-            except ImageNotFoundError as exc:
-                inputs = replace(inputs, infra_error=InfraError("image_missing", str(exc)))
-            except _SandboxDied as exc:
-                inputs = replace(inputs, infra_error=InfraError("grading_sandbox_died", str(exc)))
-            except (SandboxError, OSError) as exc:
-                message = str(exc) or type(exc).__name__
-                inputs = replace(inputs, infra_error=InfraError("sandbox_error", message))
-        inputs = replace(inputs, duration_s=self._clock.now() - started_s)
-        return grade(inputs, self._config, self._parse_log)
+            report = await self._grade_applied(task, patch, inputs)
+        return replace(report, duration_s=self._clock.now() - started_s)
 
-    async def _run_in_fresh_sandbox(
+    async def _grade_applied(
         self, task: GradableTask, patch: AgentPatch, inputs: GradingInputs
-    ) -> GradingInputs:
+    ) -> GradingReport:
+        """Both verdicts under the grading deadline; a broken sandbox or image is an infra error."""
+        error: InfraError | None = None
+        try:
+            async with asyncio.timeout(self._config.grading_deadline_s):
+                return await self._two_verdicts(task, patch, inputs)
+        except TimeoutError:  # before OSError, of which it is a subclass
+            limit = f"{self._config.grading_deadline_s:g} s"
+            error = InfraError("grading_timeout", f"grading took longer than {limit}")
+        except ImageNotFoundError as exc:
+            error = InfraError("image_missing", str(exc))
+        except SandboxDied as exc:
+            error = InfraError("grading_sandbox_died", str(exc))
+        except (SandboxError, OSError) as exc:
+            error = InfraError("sandbox_error", str(exc) or type(exc).__name__)
+        return grade(replace(inputs, infra_error=error), self._config, self._parse_log)
+
+    async def _two_verdicts(
+        self, task: GradableTask, patch: AgentPatch, inputs: GradingInputs
+    ) -> GradingReport:
         sandbox = await self._factory(task)
         try:
-            return await self._run_steps(sandbox, task, patch, inputs)
+            first_inputs, probe = await self._first_run(sandbox, task, patch, inputs)
         finally:
             await asyncio.shield(sandbox.aclose())
+        first = grade(first_inputs, self._config, self._parse_log)
+        if not (first.resolved and self._config.second_verdict):
+            return first
+        started_s = self._clock.now()
+        sandbox = await self._factory(task)
+        try:
+            second_inputs = await self._second_run(sandbox, task, patch, inputs, probe)
+        finally:
+            await asyncio.shield(sandbox.aclose())
+        second = grade(second_inputs, self._config, self._parse_log)
+        second = replace(second, duration_s=self._clock.now() - started_s)
+        reported = collected = None
+        first_run, second_run = first_inputs.run_report, second_inputs.run_report
+        if first_run is not None and second_run is not None and second_run.collected is not None:
+            reported = _task_tests(first_run.tests, first_inputs.canary)
+            collected = _task_tests(second_run.collected, second_inputs.canary)
+        return combine_verdicts(first, second, reported=reported, collected=collected)
 
-    async def _run_steps(
+    async def _first_run(
         self, sandbox: Sandbox, task: GradableTask, patch: AgentPatch, inputs: GradingInputs
-    ) -> GradingInputs:
+    ) -> tuple[GradingInputs, PytestProbe | None]:
+        """Probe the pristine configuration, apply the whole patch, undo protected changes,
+        refuse odd configuration files, restore the tests, run them."""
         config = self._config
         scratch = config.scratch_dir
-        await sandbox.exec(f"mkdir -p {scratch}", timeout_s=config.git_timeout_s)
         inputs = replace(inputs, workdir=sandbox.workdir)
+        staged = await stage(sandbox, task, config, self._nonce())
+        probe = await probe_pytest(sandbox, task, config, staged)
+        if isinstance(probe, InfraError):
+            return replace(inputs, infra_error=probe), None
         if patch.diff.strip():
-            await sandbox.write_file(f"{scratch}/agent.patch", patch.diff)
-            applied = await sandbox.exec(
-                apply_script(f"{scratch}/agent.patch", config.patch_fuzz_lines),
-                timeout_s=config.git_timeout_s,
-            )
-            method = apply_method(applied.output)
-            if applied.exit_code != 0 or method is None:
-                await _require_alive(sandbox, "applying the patch")
-                return replace(inputs, patch_error=_PATCH_APPLY_FAILED)
-            inputs = replace(inputs, apply_method=method)
+            applied = await self._apply(sandbox, patch.diff, f"{scratch}/agent.patch")
+            if applied is None:
+                return replace(inputs, patch_error=_PATCH_APPLY_FAILED), probe
+            inputs = replace(inputs, apply_method=applied)
             reverted = await self._revert_protected_changes(sandbox, task, scratch, patch)
             if isinstance(reverted, InfraError):
-                return replace(inputs, infra_error=reverted)
-            discarded = tuple(dict.fromkeys([*inputs.discarded_paths, *reverted]))
+                return replace(inputs, infra_error=reverted), probe
+            discarded = tuple(dict.fromkeys([*inputs.discarded_paths, *reverted[0]]))
             inputs = replace(inputs, discarded_paths=discarded)
+            refused = await self._refused_config_file(sandbox, task, scratch, reverted[1])
+            if refused is not None:
+                return replace(inputs, config_refused=refused), probe
         else:
             inputs = replace(inputs, apply_method="empty")
-        await sandbox.write_file(f"{scratch}/test.patch", task.test_patch.encode("utf-8"))
+        prepared = await self._prepare_tests(sandbox, task, staged)
+        if prepared is not None:
+            return replace(inputs, infra_error=prepared), probe
+        tested = await run_tests(sandbox, task, inputs, config, staged=staged, probe=probe)
+        return tested, probe
+
+    async def _second_run(
+        self,
+        sandbox: Sandbox,
+        task: GradableTask,
+        patch: AgentPatch,
+        inputs: GradingInputs,
+        probe: PytestProbe | None,
+    ) -> GradingInputs:
+        """The FAIL_TO_PASS tests again, in a fresh sandbox, with only the patch's non-test
+        source changes applied to the pristine tree (`source_patch`)."""
+        config = self._config
+        scratch = config.scratch_dir
+        inputs = replace(inputs, pass_to_pass=(), discarded_paths=(), workdir=sandbox.workdir)
+        staged = await stage(sandbox, task, config, self._nonce())
+        test_files = _task_test_files(task)
+
+        def drop(path: str) -> bool:
+            return (
+                is_test_path(path, test_files, config.test_path_patterns)
+                or is_test_path(path, (), config.config_file_patterns)
+                or shadows_stdlib(path)
+            )
+
+        source = source_changes(patch.diff, drop)
+        inputs = replace(inputs, discarded_paths=source.dropped_paths, apply_method="empty")
+        if source.diff.strip():
+            applied = await self._apply(sandbox, source.diff, f"{scratch}/source.patch")
+            if applied is None:
+                return replace(inputs, patch_error="the patch's source changes did not apply")
+            inputs = replace(inputs, apply_method=applied)
+        prepared = await self._prepare_tests(sandbox, task, staged)
+        if prepared is not None:
+            return replace(inputs, infra_error=prepared)
+        return await run_tests(
+            sandbox, task, inputs, config, staged=staged, probe=probe,
+            run_only=inputs.fail_to_pass,
+        )  # fmt: skip
+
+    async def _apply(self, sandbox: Sandbox, diff: bytes, path: str) -> str | None:
+        """Apply `diff` (see `apply_script`); the method used, or None when nothing applied."""
+        await sandbox.write_file(path, diff)
+        applied = await sandbox.exec(
+            apply_script(path, self._config.patch_fuzz_lines), timeout_s=self._config.git_timeout_s
+        )
+        method = apply_method(applied.output)
+        if applied.exit_code != 0 or method is None:
+            await require_alive(sandbox, "applying the patch")
+            return None
+        return method
+
+    async def _prepare_tests(
+        self, sandbox: Sandbox, task: GradableTask, staged: Staged
+    ) -> InfraError | None:
+        """Restore the test files from `base_commit` and apply `test_patch`."""
         prepared = await sandbox.exec(
-            prepare_tests_script(task.base_commit, _task_test_files(task), f"{scratch}/test.patch"),
-            timeout_s=config.git_timeout_s,
+            prepare_tests_script(task.base_commit, _task_test_files(task), staged.test_patch),
+            timeout_s=self._config.git_timeout_s,
         )
         if prepared.exit_code != 0:
-            await _require_alive(sandbox, "applying test_patch")
-            message = f"test_patch did not apply: {prepared.output[-500:]}"
-            return replace(inputs, infra_error=InfraError("test_patch_failed", message))
-        return await self._run_tests(sandbox, task, inputs)
-
-    async def _run_tests(
-        self, sandbox: Sandbox, task: GradableTask, inputs: GradingInputs
-    ) -> GradingInputs:
-        config = self._config
-        run_dir = f"{config.scratch_dir}/{self._nonce()}"
-        log_path = f"{run_dir}/test.log"
-        pytest_command = parse_pytest_command(task.test_command) if config.harden_pytest else None
-        canary: Canary | None = None
-        launch: LaunchPaths | None = None
-        if pytest_command is None:  # the log's directory (write_file makes its own)
-            await sandbox.exec(f"mkdir -p {run_dir}", timeout_s=config.git_timeout_s)
-        else:
-            canary = Canary(self._nonce())
-            launch = LaunchPaths(
-                launcher=f"{run_dir}/launch_pytest.py",
-                canary=f"{run_dir}/{canary.module_name}",
-                report=f"{run_dir}/report.json",
+            await require_alive(sandbox, "applying test_patch")
+            return InfraError(
+                "test_patch_failed", f"test_patch did not apply: {prepared.output[-500:]}"
             )
-            await sandbox.write_file(launch.launcher, _LAUNCHER)
-            await sandbox.write_file(launch.canary, canary.source().encode())
-        script = test_run_script(
-            task.test_command,
-            task.test_env_setup,
-            log_path,
-            config,
-            pytest_command=pytest_command,
-            launch=launch,
-        )
-        ran = await sandbox.exec(
-            script, timeout_s=config.test_timeout_s + config.kill_grace_s + config.host_margin_s
-        )
-        if ran.timed_out:
-            error = InfraError("grading_timeout", "the test run outlived its host deadline")
-            return replace(inputs, infra_error=error)
-        if ran.exit_code not in (0, 1):
-            await _require_alive(sandbox, "the test run")
-        inputs = replace(
-            inputs,
-            exit_code=ran.exit_code,
-            test_duration_s=ran.duration_s,
-            hardened=launch is not None,
-            canary=canary,
-        )
-        try:
-            log = await sandbox.read_file(log_path)
-        except FileNotFoundError:
-            # The sandbox lives, so the code under test removed its own log: the agent's zero.
-            await _require_alive(sandbox, "reading the test log")
-            log = b""
-        inputs = replace(inputs, log=log.decode("utf-8", errors="replace"))
-        if launch is None or canary is None:
-            return inputs
-        report = await _read_optional(sandbox, launch.report)
-        canary_output = await _read_optional(sandbox, f"{run_dir}/{canary.output_name}")
-        return replace(
-            inputs,
-            run_report=None if report is None else parse_run_report(report),
-            canary_output=_text_or_none(canary_output),
-        )
+        return None
 
     async def _revert_protected_changes(
         self, sandbox: Sandbox, task: GradableTask, scratch: str, patch: AgentPatch
-    ) -> tuple[str, ...] | InfraError:
+    ) -> tuple[tuple[str, ...], tuple[str, ...]] | InfraError:
         """Undo every change to a protected path, and pytest-section changes of sectioned config
         files (a second line of defence: the patch was filtered when extracted, but a grader
         must not rely on its input). The paths are those git sees changed plus every path the
-        patch names (a `.gitignore` in the patch must not hide a file from this check)."""
+        patch names (a `.gitignore` in the patch must not hide a file from this check).
+        Returns (the paths reverted, every path changed)."""
         listed = await self._changed_paths(sandbox, task, scratch, exclude_artefacts=False)
         if isinstance(listed, AgentPatch | InfraError):
-            await _require_alive(sandbox, "listing the patch's changes")
+            await require_alive(sandbox, "listing the patch's changes")
             message = listed.error if isinstance(listed, AgentPatch) else listed.message
             return InfraError("grading_git_failed", message or "git failed")
         named = paths_in_patch(patch.diff.decode("utf-8", "surrogateescape"))
@@ -364,58 +406,75 @@ class Grader:
             if (
                 sectioned
                 and path not in reverted
+                and not await self._is_symlink(sandbox, scratch, path)
                 and await self._pytest_settings_changed(sandbox, task, path)
             ):
                 reverted.append(path)
         if reverted:
-            await _write_path_list(sandbox, f"{scratch}/revert", tuple(reverted))
+            await write_path_list(sandbox, f"{scratch}/revert", tuple(reverted))
             done = await sandbox.exec(
                 f"while IFS= read -r -d '' f; do {restore_one(task.base_commit)} || exit 3; "
                 f"done < {scratch}/revert",
                 timeout_s=self._config.git_timeout_s,
             )
             if done.exit_code != 0:
-                await _require_alive(sandbox, "restoring protected files")
+                await require_alive(sandbox, "restoring protected files")
                 return InfraError("grading_git_failed", f"could not revert: {done.output[-500:]}")
-        return tuple(reverted)
+        return tuple(reverted), changed
 
-    async def _pytest_settings_changed(
-        self, sandbox: Sandbox, task: GradableTask, path: str
-    ) -> bool:
+    async def _refused_config_file(
+        self, sandbox: Sandbox, task: GradableTask, scratch: str, changed: tuple[str, ...]
+    ) -> str | None:
+        """Why a changed file that configures Python or pytest is refused (`config_guard`)."""
+        patterns = self._config.config_file_patterns
+        candidates = tuple(path for path in changed if is_test_path(path, (), patterns))
+        if not candidates:
+            return None
+        await write_path_list(sandbox, f"{scratch}/config-files", candidates)
+        listed = await sandbox.exec(
+            symlinks_script(f"{scratch}/config-files"), timeout_s=self._config.git_timeout_s
+        )
+        links = set(re.findall(r"^LINK (.*)$", listed.output, re.MULTILINE))
+        for path in candidates:
+            patched = None if path in links else await read_optional(sandbox, path)
+            problem = config_file_problem(
+                path, is_symlink=path in links, patched=patched, base=None
+            )
+            if problem is not None and path not in links:  # odd breaks: the base may have them
+                base = await self._base_version(sandbox, task, path)
+                problem = config_file_problem(path, is_symlink=False, patched=patched, base=base)
+            if problem is not None:
+                return problem
+        return None
+
+    async def _is_symlink(self, sandbox: Sandbox, scratch: str, path: str) -> bool:
+        await write_path_list(sandbox, f"{scratch}/link-check", (path,))
+        listed = await sandbox.exec(
+            symlinks_script(f"{scratch}/link-check"), timeout_s=self._config.git_timeout_s
+        )
+        return "LINK " in listed.output
+
+    async def _base_version(self, sandbox: Sandbox, task: GradableTask, path: str) -> bytes | None:
         scratch = f"{self._config.scratch_dir}/config-base"
         shown = await sandbox.exec(
             f"mkdir -p {scratch} && git show {shlex.quote(f'{task.base_commit}:{path}')} "
             f"> {scratch}/file 2>/dev/null",
             timeout_s=self._config.git_timeout_s,
         )
-        base = await sandbox.read_file(f"{scratch}/file") if shown.exit_code == 0 else None
-        patched = await _read_optional(sandbox, path)
+        return await sandbox.read_file(f"{scratch}/file") if shown.exit_code == 0 else None
+
+    async def _pytest_settings_changed(
+        self, sandbox: Sandbox, task: GradableTask, path: str
+    ) -> bool:
+        base = await self._base_version(sandbox, task, path)
+        patched = await read_optional(sandbox, path)
         return pytest_settings_changed(path, base, patched)
 
 
-async def _require_alive(sandbox: Sandbox, step: str) -> None:
-    """Raise `_SandboxDied` when a failed step's sandbox is gone (so it is not the patch's)."""
-    if not await sandbox.is_alive():
-        raise _SandboxDied(f"the grading sandbox died during {step}")
-
-
-def _text_or_none(raw: bytes | None) -> str | None:
-    return None if raw is None else raw.decode("utf-8", "replace")
-
-
-async def _read_optional(sandbox: Sandbox, path: str) -> bytes | None:
-    try:
-        return await sandbox.read_file(path)
-    except FileNotFoundError:
-        return None
-
-
-async def _write_path_list(sandbox: Sandbox, path: str, paths: tuple[str, ...]) -> None:
-    """Write NUL-terminated paths (read back with `read -d ''` or `--pathspec-file-nul`)."""
-    await sandbox.write_file(
-        path, "".join(f"{p}\0" for p in paths).encode("utf-8", "surrogateescape")
-    )
+def _task_tests(ids: Iterable[str], canary: Canary | None) -> set[str]:
+    """The task's test ids among `ids` (the canaries left out)."""
+    return {test_id for test_id in ids if canary is None or not canary.is_canary(test_id)}
 
 
 def _task_test_files(task: GradableTask) -> list[str]:
-    return list(dict.fromkeys([*task.test_files, *paths_in_patch(task.test_patch)]))
+    return task_test_files(task)

@@ -17,6 +17,13 @@ plus tamper detection; `docs/swe.md` lists what is defended and what is not):
   but no test FAILED or ERRORed (unhardened runs); there is no sign the suite started or
   finished; pytest's summary header appears twice; the tests were killed by the timeout; the
   patch did not apply or could not be extracted;
+* a changed file that configures Python or pytest and is a symlink or breaks lines at anything
+  but LF / CRLF is refused (`tampered`, reward 0): readers would disagree on what it says;
+* two verdicts must agree (`combine_verdicts`): when the first run resolves, the FAIL_TO_PASS
+  tests are re-run in a second fresh sandbox from pristine test files with only the patch's
+  non-test source changes applied (`source_patch`). Reward 1 only if that run resolves them too
+  (else `verdicts_disagree`) and, for hardened runs, the tests the first run reported are
+  exactly the tests the second run's untouched runner collected (else `tampered`);
 * failures of the grading machinery itself are `InfraError`s, never a reward of 0: the rollout
   layer drops or retries those samples instead of training on them. Everything the patch or the
   agent could have caused is the agent's (`fault`), never an infra error.
@@ -26,7 +33,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Protocol
 
@@ -42,6 +49,7 @@ __all__ = [
     "GradingReport",
     "InfraError",
     "LogParser",
+    "combine_verdicts",
     "grade",
     "is_test_path",
     "paths_in_patch",
@@ -108,7 +116,9 @@ class GradingInputs:
 
     `exit_code` is the test command's, from the exec; `hardened` says the run went through the
     launcher, whose `run_report` (None: none was written), `canary` and the pass canary's
-    `canary_output` (None: not written) are then checked.
+    `canary_output` (None: not written) are then checked. `config_refused` says why a changed
+    configuration file was refused (the tests were not run); `pristine_config` that pytest read
+    only the grader's pristine copy of its configuration.
     """
 
     instance_id: str
@@ -121,6 +131,8 @@ class GradingInputs:
     run_report: RunReport | None = None
     canary: Canary | None = None
     canary_output: str | None = None
+    config_refused: str | None = None
+    pristine_config: bool = False
     workdir: str = "/testbed"
     patch_error: str | None = None
     apply_method: str = ""
@@ -136,6 +148,7 @@ class GradingReport:
     `infra_error` set means the grade is void (drop the sample); `invalid_reason` set means the
     tests were not run or their log was not trusted, which is the patch's fault (reward 0);
     `tampered` means the run showed signs of tampering (a reason starting `tampered:`).
+    `second_verdict` summarises the re-run of `combine_verdicts` (None: it did not run).
     """
 
     instance_id: str
@@ -154,6 +167,8 @@ class GradingReport:
     log_tail: str = ""
     tampered: bool = False
     hardened: bool = False
+    pristine_config: bool = False
+    second_verdict: Mapping[str, Any] | None = None
 
     @property
     def reward(self) -> float:
@@ -186,6 +201,8 @@ class GradingReport:
             "log_tail": self.log_tail,
             "tampered": self.tampered,
             "hardened": self.hardened,
+            "pristine_config": self.pristine_config,
+            "second_verdict": None if self.second_verdict is None else dict(self.second_verdict),
             "fault": self.fault,
         }
 
@@ -199,6 +216,7 @@ def grade(inputs: GradingInputs, config: GradingConfig, parse_log: LogParser) ->
         "duration_s": inputs.duration_s,
         "log_tail": inputs.log[-config.log_tail_chars :] if config.log_tail_chars else "",
         "hardened": inputs.hardened,
+        "pristine_config": inputs.pristine_config,
     }
     unresolved = _all_failed(inputs)
     if inputs.infra_error is not None:
@@ -206,6 +224,11 @@ def grade(inputs: GradingInputs, config: GradingConfig, parse_log: LogParser) ->
     if inputs.patch_error is not None:
         return GradingReport(
             resolved=False, invalid_reason=inputs.patch_error, **unresolved, **common
+        )
+    if inputs.config_refused is not None:
+        reason = f"tampered: {inputs.config_refused}"
+        return GradingReport(
+            resolved=False, invalid_reason=reason, tampered=True, **unresolved, **common
         )
     exit_code = inputs.exit_code
     if exit_code is None:
@@ -305,19 +328,75 @@ def _tamper_reason(
     canary = inputs.canary
     if canary is None:
         return None
-    passed = canary.status_of(report.tests, canary.pass_name)
-    failed = canary.status_of(report.tests, canary.fail_name)
+    passed = report.tests.get(canary.pass_id)
+    failed = report.tests.get(canary.fail_id)
     if passed is None and failed is None and real_failure:
-        return None  # the run stopped early (`-x`, `--maxfail`) on a real failure
-    if failed not in _FAILING or canary.status_of(log_statuses, canary.fail_name) not in _FAILING:
+        return None  # the run stopped early (a crash, an interrupt) on a real failure
+    if failed not in _FAILING or log_statuses.get(canary.fail_id) not in _FAILING:
         return "tampered: the canary test that must fail did not fail"
-    if passed not in _PASSING or canary.status_of(log_statuses, canary.pass_name) not in _PASSING:
+    if passed not in _PASSING or log_statuses.get(canary.pass_id) not in _PASSING:
         return "tampered: the canary test that must pass did not pass"
     if inputs.canary_output != canary.expected_output:
         return "tampered: the passing canary test did not run its body"
     if exit_code == 0:
         return "tampered: exit code 0 although a test failed"
     return None
+
+
+def combine_verdicts(
+    first: GradingReport,
+    second: GradingReport,
+    *,
+    reported: Iterable[str] | None = None,
+    collected: Iterable[str] | None = None,
+) -> GradingReport:
+    """The final report from the first verdict and the second (the FAIL_TO_PASS re-run with
+    only the patch's non-test source changes, from pristine test files, in a fresh sandbox).
+
+    Reward 1 only when both resolve and, when both runs were hardened, `reported` (the task
+    tests the first run's report names) equals `collected` (the task tests the second run's
+    untouched runner collected), canaries left out of both. A void second verdict voids the
+    grade (retried); a second verdict that does not resolve makes the reward 0, the agent's.
+    """
+    summary = {
+        "resolved": second.resolved,
+        "invalid_reason": second.invalid_reason,
+        "f2p_failed": list(second.f2p_failed),
+        "dropped_paths": list(second.discarded_paths),
+        "tampered": second.tampered,
+        "infra_error": None if second.infra_error is None else second.infra_error.to_dict(),
+        "duration_s": second.duration_s,
+    }
+    combined = replace(first, second_verdict=summary)
+    if not first.resolved:
+        return combined
+    if second.infra_error is not None:
+        return replace(combined, resolved=False, infra_error=second.infra_error)
+    if not second.resolved:
+        why = second.invalid_reason or (
+            "FAIL_TO_PASS tests failed with only the patch's non-test source changes: "
+            + ", ".join(second.f2p_failed)
+        )
+        return replace(
+            combined, resolved=False, tampered=second.tampered,
+            invalid_reason=f"verdicts_disagree: {why}",
+        )  # fmt: skip
+    if reported is not None and collected is not None:
+        mismatch = _set_mismatch(set(reported), set(collected))
+        if mismatch is not None:
+            return replace(combined, resolved=False, tampered=True, invalid_reason=mismatch)
+    return combined
+
+
+def _set_mismatch(reported: set[str], collected: set[str]) -> str | None:
+    if reported == collected:
+        return None
+    missing = sorted(collected - reported)[:3]
+    extra = sorted(reported - collected)[:3]
+    return (
+        f"tampered: the run reported {len(reported)} tests, an untouched runner collects "
+        f"{len(collected)} (not reported: {missing}, not collected: {extra})"
+    )
 
 
 def is_test_path(path: str, test_files: Iterable[str], patterns: Iterable[str]) -> bool:

@@ -15,15 +15,19 @@ from envs.swe.test_command import PytestCommand
 __all__ = [
     "APPLY_METHOD_PREFIX",
     "GIT",
+    "PROBE_STATUS_PREFIX",
     "LaunchPaths",
     "apply_method",
     "apply_script",
     "prepare_tests_script",
+    "probe_script",
     "restore_one",
+    "symlinks_script",
     "test_run_script",
 ]
 
 APPLY_METHOD_PREFIX = "APPLY_METHOD="
+PROBE_STATUS_PREFIX = "PROBE_STATUS="
 # git as the grader runs it: settings of the repository (which the agent controls) that would
 # change what a diff looks like are overridden; external diff drivers and textconv are off.
 GIT = (
@@ -34,11 +38,10 @@ GIT = (
 
 @dataclass(frozen=True, slots=True)
 class LaunchPaths:
-    """Where a hardened run's launcher, canary module and report live (workdir-relative)."""
+    """A hardened run's launcher (workdir-relative path) and its spec (a JSON text)."""
 
     launcher: str
-    canary: str
-    report: str
+    spec: str
 
 
 def restore_one(base_commit: str) -> str:
@@ -78,7 +81,57 @@ def prepare_tests_script(base_commit: str, test_files: list[str], test_patch_pat
     """Restore every test file to `base_commit` (remove the ones it lacks), then `test_patch`."""
     files = " ".join(shlex.quote(path) for path in test_files)
     loop = f"for f in {files}; do {restore_one(base_commit)} || exit 3; done" if test_files else ":"
-    return f"{loop}\ngit apply --verbose {shlex.quote(test_patch_path)}"
+    return f"{loop}\ngit apply --verbose {shlex.quote(test_patch_path)} || exit 3"
+
+
+def probe_script(
+    prepare: str,
+    test_patch_path: str,
+    env_setup: str,
+    command: PytestCommand,
+    launcher: str,
+    out: str,
+    copy: str,
+    config: GradingConfig,
+) -> str:
+    """On the pristine tree: apply `test_patch` (`prepare`), ask the launcher's `--probe` which
+    configuration pytest picks, then take `test_patch` back off. Exits 3 when `test_patch` does
+    not apply (either way); the probe's own status travels as a marker (its failure is not the
+    grading's)."""
+    lines = [prepare]
+    if env_setup.strip():
+        lines.append(f"( {env_setup}\n{_probe_line(command, launcher, out, copy, config)} )")
+    else:
+        lines.append(f"( {_probe_line(command, launcher, out, copy, config)} )")
+    lines.append("probe=$?")
+    lines.append(f"git apply -R {shlex.quote(test_patch_path)} || exit 3")
+    lines.append(f"echo; echo {PROBE_STATUS_PREFIX}$probe")
+    return "\n".join(lines)
+
+
+def _probe_line(
+    command: PytestCommand, launcher: str, out: str, copy: str, config: GradingConfig
+) -> str:
+    timeout = f"timeout -k {config.kill_grace_s:g} {config.probe_timeout_s:g}"
+    assignments = " ".join(shlex.quote(f"{name}={value}") for name, value in command.env)
+    args = " ".join(shlex.quote(arg) for arg in command.args)
+    probe = " ".join(shlex.quote(part) for part in (launcher, "--probe", out, copy))
+    return "\n".join(
+        [
+            *_interpreter_lines(command),
+            f"env -u PYTEST_ADDOPTS -u PYTEST_PLUGINS {assignments} {timeout} $py -I {probe} "
+            f"-- {args} > {shlex.quote(out + '.log')} 2>&1 < /dev/null",
+        ]
+    )
+
+
+def symlinks_script(path_list: str) -> str:
+    """Print `LINK <path>` for each NUL-terminated path of `path_list` that is a symlink."""
+    return (
+        "while IFS= read -r -d '' f; do "
+        'if [ -L "$f" ]; then printf \'LINK %s\\n\' "$f"; fi; '
+        f"done < {shlex.quote(path_list)}"
+    )
 
 
 def test_run_script(
@@ -93,7 +146,8 @@ def test_run_script(
     """Run the tests into `log_path` under an in-sandbox timeout; the script exits with their code.
 
     With `pytest_command` and `launch`, pytest runs through the launcher (`python -I`, the
-    image's pytest pinned, the report and canaries); otherwise the command runs as written.
+    image's pytest pinned, the pristine configuration, the report and canaries); otherwise the
+    command runs as written.
     Nothing secret is on a command line: the exit code travels as the exec's own status.
     """
     log = shlex.quote(log_path)
@@ -103,7 +157,7 @@ def test_run_script(
         lines.extend(_interpreter_lines(pytest_command))
         assignments = " ".join(shlex.quote(f"{name}={value}") for name, value in pytest_command.env)
         args = " ".join(shlex.quote(arg) for arg in pytest_command.args)
-        launcher = " ".join(shlex.quote(p) for p in (launch.launcher, launch.report, launch.canary))
+        launcher = " ".join(shlex.quote(p) for p in (launch.launcher, launch.spec))
         lines.append(
             f"env -u PYTEST_ADDOPTS -u PYTEST_PLUGINS {assignments} {timeout} $py -I {launcher} "
             f"-- {args} > {log} 2>&1 < /dev/null"

@@ -1,8 +1,8 @@
 """The report the grader's pytest launcher writes (`grading_assets/launch_pytest.py`).
 
 Read from a file outside the repository's tracked tree, it gives every test's outcome by node
-id, pytest's own exit status and the file pytest was imported from, so the grade need not rest
-on the log alone.
+id, the tests collected, pytest's own exit status and the file pytest was imported from, so the
+grade need not rest on the log alone.
 """
 
 from __future__ import annotations
@@ -24,6 +24,9 @@ class RunReport:
     tests: Mapping[str, str]
     repo_root: str = ""
     """The repository's real path as the run saw it (the runner must not come from there)."""
+    collected: tuple[str, ...] | None = None
+    """Every test the run collected and selected (collection errors included), before a
+    `run_only` filter; None from a launcher that does not say."""
 
 
 def parse_run_report(raw: bytes) -> RunReport | None:
@@ -46,10 +49,14 @@ def parse_run_report(raw: bytes) -> RunReport | None:
     if not fields_ok:
         return None
     repo_root = data.get("repo_root", "")
+    collected = data.get("collected")
+    if not (isinstance(collected, list) and all(isinstance(i, str) for i in collected)):
+        collected = None
     return RunReport(
         data["runner_file"],
         data["pytest_version"],
         data["exitstatus"],
         dict(tests),
         repo_root if isinstance(repo_root, str) else "",
+        None if collected is None else tuple(collected),
     )

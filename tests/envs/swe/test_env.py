@@ -166,7 +166,8 @@ async def test_submitting_the_gold_fix_gives_reward_1(
     assert (reward, terminated, truncated) == (1.0, True, False), info["grading"]["log_tail"]
     assert info["resolved"] and info["infra_error"] is None
     assert "return a + b" in info["patch"]
-    assert bed.released == bed.lent and len(bed.graded_in) == 1
+    # graded twice, each verdict in a fresh sandbox of its own (docs/swe.md, "Two verdicts")
+    assert bed.released == bed.lent and len(bed.graded_in) == 2
 
 
 async def test_submitting_without_changes_gives_reward_0(

@@ -58,4 +58,5 @@ async def test_a_pooled_env_is_graded_in_a_sibling_of_its_agents_sandbox(
         _, reward, terminated, _, info = await lease.astep(_call("submit"))
         await lease.release()
     assert (reward, terminated, info["infra_error"]) == (1.0, True, None)
-    assert backend.created == ["tiny", "tiny"]  # the agent's sandbox, then its grading sibling
+    # the agent's sandbox, then its grading siblings (the first verdict and the second)
+    assert backend.created == ["tiny", "tiny", "tiny"]

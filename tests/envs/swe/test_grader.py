@@ -86,8 +86,28 @@ async def test_the_gold_patch_resolves_the_task_in_a_fresh_sandbox(
     report = await grader(bed).grade(tiny_task, AgentPatch(gold_patch.encode()))
     assert report.resolved, report.log_tail
     assert report.apply_method == "git_apply" and report.hardened and not report.tampered
+    assert report.pristine_config
     assert report.test_exit_code == 1  # the fail canary failed, as it must
-    assert len(bed.graded_in) == 1 and not await bed.graded_in[0].is_alive()  # closed after
+    assert report.second_verdict is not None and report.second_verdict["resolved"]
+    # two verdicts, each in its own fresh sandbox, both closed after
+    assert len(bed.graded_in) == 2
+    assert not any([await sandbox.is_alive() for sandbox in bed.graded_in])
+
+
+async def test_without_the_second_verdict_one_sandbox_grades(
+    bed: TinyTaskBed, tiny_task: SWETask, gold_patch: str
+) -> None:
+    report = await grader(bed, second_verdict=False).grade(
+        tiny_task, AgentPatch(gold_patch.encode())
+    )
+    assert report.resolved and report.second_verdict is None and len(bed.graded_in) == 1
+
+
+async def test_an_unresolved_first_verdict_costs_no_second_sandbox(
+    bed: TinyTaskBed, tiny_task: SWETask
+) -> None:
+    report = await grader(bed).grade(tiny_task, AgentPatch(b""))
+    assert not report.resolved and report.second_verdict is None and len(bed.graded_in) == 1
 
 
 async def test_an_empty_patch_does_not_resolve_the_task(

@@ -1,4 +1,5 @@
-"""The hardened grading decision (pure): log, launcher report, exit code and canaries must agree."""
+"""The hardened grading decision (pure): log, launcher report, exit code and canaries must agree;
+two verdicts must agree."""
 
 from __future__ import annotations
 
@@ -8,16 +9,15 @@ import pytest
 
 from envs.swe.canary import Canary
 from envs.swe.config import GradingConfig
-from envs.swe.grading import GradingInputs, GradingReport, grade
+from envs.swe.grading import GradingInputs, GradingReport, InfraError, combine_verdicts, grade
 from envs.swe.grading_log import parse_pytest_log
 from envs.swe.run_report import RunReport, parse_run_report
 
 F2P = "tests/test_ops.py::test_add"
 P2P = "tests/test_ops.py::test_mul"
-CANARY = Canary("c0ffee")
-CANARY_FILE = f".git/conductor/n/{CANARY.module_name}"
-PASS_ID = f"{CANARY_FILE}::{CANARY.pass_name}"
-FAIL_ID = f"{CANARY_FILE}::{CANARY.fail_name}"
+PASS_ID = "tests/test_ops.py::test_mul_keeps_order"
+FAIL_ID = "tests/test_ops.py::test_add_large_value"
+CANARY = Canary("c0ffee", PASS_ID, FAIL_ID, ".git/conductor/c0ffee/canary-c0ffee.out")
 RUNNER = "/usr/lib/python3/dist-packages/pytest/__init__.py"
 
 
@@ -128,3 +128,53 @@ def test_a_run_report_round_trips() -> None:
     raw = b'{"runner_file": "/x", "pytest_version": "8.1", "exitstatus": 1, '
     raw += b'"tests": {"a": "FAILED"}}'
     assert parse_run_report(raw) == RunReport("/x", "8.1", 1, {"a": "FAILED"})
+
+
+def _verdict(resolved: bool, **fields: object) -> GradingReport:
+    return GradingReport(instance_id="tiny__calc-1", resolved=resolved, **fields)  # type: ignore[arg-type]
+
+
+def test_two_resolved_verdicts_over_the_same_tests_resolve() -> None:
+    final = combine_verdicts(
+        _verdict(True), _verdict(True), reported={F2P, P2P}, collected={P2P, F2P}
+    )
+    assert final.resolved and final.second_verdict is not None
+    assert final.second_verdict["resolved"]
+
+
+def test_a_second_verdict_that_fails_makes_the_reward_0_as_the_agents_fault() -> None:
+    final = combine_verdicts(_verdict(True), _verdict(False, f2p_failed=(F2P,)))
+    assert not final.resolved and final.fault == "agent" and not final.tampered
+    assert final.invalid_reason is not None and final.invalid_reason.startswith("verdicts_disagree")
+    assert F2P in final.invalid_reason
+
+
+def test_a_second_verdict_that_saw_tampering_says_so() -> None:
+    second = _verdict(False, tampered=True, invalid_reason="tampered: the canary ...")
+    final = combine_verdicts(_verdict(True), second)
+    assert not final.resolved and final.tampered
+    assert final.invalid_reason == "verdicts_disagree: tampered: the canary ..."
+
+
+def test_a_void_second_verdict_voids_the_grade() -> None:
+    error = InfraError("grading_sandbox_died", "gone")
+    final = combine_verdicts(_verdict(True), _verdict(False, infra_error=error))
+    assert not final.resolved and final.fault == "infra" and final.infra_error == error
+
+
+@pytest.mark.parametrize(
+    ("reported", "collected"),
+    [({F2P, P2P}, {F2P}), ({F2P}, {F2P, P2P}), ({F2P, "tests/test_ops.py::test_x"}, {F2P, P2P})],
+)
+def test_a_run_that_reported_other_tests_than_an_untouched_runner_collects_is_tampered(
+    reported: set[str], collected: set[str]
+) -> None:
+    final = combine_verdicts(_verdict(True), _verdict(True), reported=reported, collected=collected)
+    assert not final.resolved and final.tampered
+    assert final.invalid_reason is not None and "untouched runner collects" in final.invalid_reason
+
+
+def test_an_unresolved_first_verdict_stays_as_it_was() -> None:
+    first = _verdict(False, f2p_failed=(F2P,))
+    final = combine_verdicts(first, _verdict(True), reported={F2P}, collected={P2P})
+    assert not final.resolved and final.invalid_reason is None and not final.tampered

@@ -19,11 +19,11 @@ SIM_API = {
     "step_time_s",
 }  # fmt: skip
 WORKLOAD_API = {
-    "SUBMIT_TOOL", "LengthSpec", "RoutedTokenModel", "SampleScript", "ScriptBook",
+    "SUBMIT_TOOL", "ContextStats", "LengthSpec", "RoutedTokenModel", "SampleScript", "ScriptBook",
     "ScriptedTokenModel", "SimEnv",
     "StepResult", "SyntheticWorkload", "TokenCorpus", "ToolKindConfig", "TurnScript",
     "WorkloadConfig",
-    "draw_group", "session_id_of",
+    "context_stats", "draw_group", "session_id_of",
 }  # fmt: skip
 
 
