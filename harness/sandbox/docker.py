@@ -40,6 +40,7 @@ from docker.types import Mount, Ulimit
 
 from harness.errors import (
     DockerUnavailableError,
+    FileTooLargeError,
     ImageNotFoundError,
     SandboxDeadError,
     SandboxError,
@@ -218,7 +219,8 @@ class DockerSandbox:
         staged = _on_tmpfs(target)
         owner = await self._prepare_write(target, staging=staged)
         landing = PurePosixPath(_STAGING_DIR) / secrets.token_hex(8) if staged else target
-        archive = _single_file_tar(landing.name, content, owner)
+        # Off the loop: the content may be megabytes (an editor write).
+        archive = await asyncio.to_thread(_single_file_tar, landing.name, content, owner)
         try:
             ok = await self._call(self._container.put_archive, str(landing.parent), archive)
         except docker.errors.NotFound as exc:
@@ -236,7 +238,7 @@ class DockerSandbox:
             if moved.exit_code != 0:
                 raise SandboxError(f"could not write {target}: {moved.output.strip()}")
 
-    async def read_file(self, path: str) -> bytes:
+    async def read_file(self, path: str, *, max_bytes: int | None = None) -> bytes:
         self._check_usable()
         target = self._absolute(path)
         if self._check_reads:  # the archive API reads as root: read only what the user may
@@ -257,7 +259,9 @@ class DockerSandbox:
             if copied.exit_code != 0:
                 raise FileNotFoundError(f"{target} does not exist in the sandbox")
         try:
-            return await self._call(self._read_blocking, str(source))
+            return await self._call(self._read_blocking, str(source), max_bytes)
+        except FileTooLargeError as exc:
+            raise FileTooLargeError(str(target), exc.size_bytes, exc.max_bytes) from None
         except docker.errors.NotFound as exc:
             if await self.is_alive():
                 raise FileNotFoundError(f"{target} does not exist in the sandbox") from exc
@@ -373,8 +377,14 @@ class DockerSandbox:
             kill_id = api.exec_create(self._container.id, kill_tagged_argv(tag))["Id"]
             api.exec_start(kill_id)
 
-    def _read_blocking(self, path: str) -> bytes:
-        stream, _stat = self._container.get_archive(path)
+    def _read_blocking(self, path: str, max_bytes: int | None = None) -> bytes:
+        stream, stat = self._container.get_archive(path)
+        size = int(stat.get("size", 0))
+        if max_bytes is not None and size > max_bytes:
+            # The body is never read: dropping the unstarted generator drops the response, whose
+            # connection is closed rather than handed back half-read.
+            del stream
+            raise FileTooLargeError(path, size, max_bytes)
         with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as archive:
             member = archive.next()
             if member is None or not member.isfile():
