@@ -127,6 +127,7 @@ def run(
                     metrics_port=metrics_port,
                 ),
                 stopping,
+                stop_timeout_s=settings.watchdog.stop_timeout_s,
             )
         except Interrupted as stopped:
             console.print(

@@ -33,6 +33,7 @@ from harness.config import ConfigError
 from harness.events import EventBus
 from harness.fleet.build import build_pool
 from harness.fleet.ray_config import RayPoolConfig
+from harness.loop_watchdog import LoopWatchdog
 from harness.pool import PoolConfig
 from rollout.agent_api.config import AgentApiConfig
 from rollout.agent_api.loading import load_agent
@@ -253,6 +254,7 @@ async def run_swe_rollout(
         on_write_failure=stop_on_write_failure,
     )
     recorder.attach(bus)
+    watchdog = LoopWatchdog(config.watchdog, bus, clock).start()  # stalls into events.jsonl
 
     batches: list[Batch] = []  # a few small groups: kept whole for the caller
 
@@ -382,6 +384,7 @@ async def run_swe_rollout(
         raise recorder.write_failure from None
     finally:
         try:
+            watchdog.stop()
             if health is not None:
                 health.close()
             for engine in engines:
