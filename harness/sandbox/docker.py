@@ -55,6 +55,7 @@ from harness.sandbox.base import (
     new_exec_tag,
 )
 from harness.sandbox.docker_frames import exec_frames
+from harness.sandbox.docker_removal import RemovalOutcome, remove_container_blocking
 from harness.sandbox.labels import owner_labels
 from harness.sandbox.limits import ContainerLimits, ExecLimits
 
@@ -421,14 +422,18 @@ class DockerSandbox:
     async def _remove_quietly(self) -> None:
         self._removal_pending = False
         try:
-            await asyncio.to_thread(self._container.remove, force=True, v=True)
-        except docker.errors.NotFound:
-            pass
+            outcome = await asyncio.to_thread(
+                remove_container_blocking, self._client, self.container_id
+            )
         except docker.errors.APIError as exc:
-            if exc.status_code != 409:  # 409: removal already in progress
-                raise SandboxError(f"could not remove container {self.container_id[:12]}") from exc
+            raise SandboxError(f"could not remove container {self.container_id[:12]}") from exc
         except _TRANSPORT_ERRORS:
             self._removal_pending = True  # the daemon is away: the next aclose() tries again
+            return
+        if outcome is RemovalOutcome.BUSY:
+            # Being removed elsewhere, or (right after a daemon restart) still being set up or
+            # torn down: the next aclose() looks again, so it is never left behind silently.
+            self._removal_pending = True
 
 
 _KEEPALIVE_STEP_S = 10
@@ -490,15 +495,10 @@ async def remove_container_named(client: docker.DockerClient, name: str) -> bool
         SandboxError: the daemon refused for another reason.
     """
     try:
-        container = await docker_call(client.containers.get, name)
-        await docker_call(container.remove, force=True, v=True)
-    except docker.errors.NotFound:
-        return True
+        outcome = await docker_call(remove_container_blocking, client, name)
     except docker.errors.APIError as exc:
-        if exc.status_code == 409:
-            return False
         raise SandboxError(f"could not remove container {name}: {exc.explanation}") from exc
-    return True
+    return outcome is not RemovalOutcome.BUSY
 
 
 _QUOTA_SUPPORT: dict[str, bool] = {}
@@ -586,6 +586,9 @@ def _run_container(
             f"image {image!r} does not exist here; build it with `conductor images build`"
         ) from exc
     except docker.errors.APIError as exc:
+        if name is not None:  # created but not started (or removed meanwhile): leave nothing
+            with contextlib.suppress(docker.errors.DockerException, *_TRANSPORT_ERRORS):
+                remove_container_blocking(client, name)
         raise SandboxError(
             f"could not start a container from {image!r}: {exc.explanation}"
         ) from exc
