@@ -411,5 +411,7 @@ async def _agent_server(config: AgentApiConfig) -> AsyncIterator[AgentApiServer 
     if not config.agent:
         yield None
         return
-    async with AgentApiServer(config.model, config.host, config.port) as server:
+    async with AgentApiServer(
+        config.model, config.host, config.port, max_body_mb=config.max_body_mb
+    ) as server:
         yield server
