@@ -25,6 +25,7 @@ from rollout.agent_api.loading import load_agent
 from rollout.cli.console import config_and_overrides, console, fail
 from rollout.cli.run_dirs import new_run_dir
 from rollout.cli.shutdown import Interrupted, run_until_signal
+from rollout.engines.base import EngineError
 from rollout.errors import RolloutError
 from rollout.jobs.checkpoint import (
     Checkpoint,
@@ -137,7 +138,7 @@ def run(
             if report:
                 _write_report(run_dir)
             raise typer.Exit(stopped.exit_code) from None
-        except (HarnessError, RolloutError, UnknownPolicyError) as exc:
+        except (HarnessError, RolloutError, EngineError, UnknownPolicyError) as exc:
             with contextlib.suppress(OSError):
                 run_dir.rmdir()  # only if nothing was written into it
             hint = f"; continue it with `conductor run --resume {run_dir}`"

@@ -19,6 +19,7 @@ from typing import Protocol, overload, runtime_checkable
 __all__ = [
     "Engine",
     "EngineError",
+    "EngineGoneError",
     "EngineStats",
     "FinishReason",
     "GenerateRequest",
@@ -33,6 +34,15 @@ __all__ = [
 
 class EngineError(Exception):
     """The engine failed (unreachable, crashed, protocol violation). The caller retries the turn."""
+
+
+class EngineGoneError(EngineError):
+    """No endpoint of the engine has answered for longer than its outage limit.
+
+    Unlike its parent this is not one turn's bad luck: no sample can generate, so the agent
+    loop does not turn it into an infra error and retry; it ends the run (one line, with the
+    resume command: the last checkpoint is kept).
+    """
 
 
 class FinishReason(StrEnum):

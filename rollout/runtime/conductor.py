@@ -249,8 +249,8 @@ class Conductor:
         The arguments are the exception leaving the `async with` block, if any; a task that
         failed is re-raised here (in an exception group), never lost. When every failure is
         a known one (`HarnessError`: the Docker daemon is gone; `RolloutError`: the disk is
-        full), the first is raised as itself, so the CLI can print its message instead of a
-        group traceback.
+        full; `EngineError`: the engine stopped answering, e.g. at a weight update), the first
+        is raised as itself, so the CLI can print its message instead of a group traceback.
         """
         tasks, self._tasks = self._tasks, None
         if tasks is None:
@@ -260,7 +260,7 @@ class Conductor:
         try:
             await tasks.__aexit__(exc_type, exc, tb)
         except BaseExceptionGroup as group:
-            known, rest = group.split((HarnessError, RolloutError))
+            known, rest = group.split((HarnessError, RolloutError, EngineError))
             if known is None or rest is not None:
                 raise
             raise _first_leaf(known) from group
