@@ -135,7 +135,12 @@ class LoopWatchdog:
         self._total_s += stall_s
         end_s = self._clock.now()
         where = stack[-1].strip().splitlines()[0] if stack else "unknown"
-        data = {"stall_s": round(stall_s, 4), "where": where, "stack": stack or []}
+        # The loop was in select(), ready to run callbacks: nothing of ours held it; the
+        # process got no CPU (an overloaded machine) or another thread held the interpreter.
+        idle = bool(stack) and "selectors.py" in where
+        if idle:
+            where += " (idle: the process got no CPU, or another thread held the interpreter)"
+        data = {"stall_s": round(stall_s, 4), "where": where, "idle": idle, "stack": stack or []}
         self._bus.emit(StepEvent(Phase.LOOP_STALL, end_s - stall_s, end_s, data=data))
         now = time.monotonic()
         if now - self._last_warning < self._config.warning_interval_s:
