@@ -126,6 +126,7 @@ def run(
                     on_backend=announce,
                     resume_from=checkpoint,
                     metrics_port=metrics_port,
+                    keep_batches=False,  # outlines only: a long run's memory stays flat
                 ),
                 stopping,
                 stop_timeout_s=settings.watchdog.stop_timeout_s,
@@ -171,16 +172,17 @@ def _steps_table(result: SWERunResult, settings: RunConfig) -> Table:
     )
     for column in ("step", "T_next", "trainer wait", "staleness", "mean reward", "rewards"):
         table.add_column(column, justify="right" if column != "rewards" else "left")
-    for batch, t_next in zip(result.batches, result.summary.t_next_s, strict=True):
-        mean = batch.rewards_mean()
+    for step, t_next in zip(result.steps, result.summary.t_next_s, strict=True):
+        mean = step.rewards_mean
         rewards = " | ".join(
-            " ".join(_reward_text(t.reward, t.infra_error) for t in group) for group in batch.groups
+            " ".join(_reward_text(reward, error) for reward, error in group)
+            for group in step.rewards
         )
         table.add_row(
-            str(batch.step),
+            str(step.step),
             f"{t_next:.1f} s",
-            f"{batch.wait_s:.1f} s",
-            ",".join(str(value) for value in batch.staleness()),
+            f"{step.wait_s:.1f} s",
+            ",".join(str(value) for value in step.staleness),
             "—" if mean is None else f"{mean:.2f}",
             rewards,
         )
@@ -196,7 +198,7 @@ def _reward_text(reward: float | None, infra_error: str | None) -> str:
 def _print_totals(result: SWERunResult) -> None:
     summary = result.summary
     console.print(
-        f"{len(result.batches)} steps in {result.elapsed_s:.1f} s; mean T_next "
+        f"{len(result.steps)} steps in {result.elapsed_s:.1f} s; mean T_next "
         f"{summary.mean_t_next_s:.1f} s; {summary.samples} samples consumed "
         f"({summary.infra_failures} with infra errors, shown as x); "
         f"{summary.preemptions} preemptions, {summary.interruptions} interruptions; "

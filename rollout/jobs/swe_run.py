@@ -61,7 +61,7 @@ from rollout.runtime.pool_sessions import PooledEnv, PoolSessions
 from rollout.sim.scripted_agent import ScriptedSWEAgent
 from rollout.sim.setup import engine_config_for
 from rollout.sim.trainer import SimulatedTrainer
-from rollout.trajectories.batch import Batch
+from rollout.trajectories.batch import Batch, BatchOutline
 from rollout.trajectories.chat_format import ChatFormat
 from rollout.trajectories.hf_tokenizer import HFChatFormat, HFTokenizer
 from rollout.trajectories.sink import TrajectorySink
@@ -72,13 +72,15 @@ __all__ = ["SWERunResult", "reachable_prompts", "run_swe_rollout", "select_tasks
 
 @dataclass(frozen=True, slots=True)
 class SWERunResult:
-    """What `conductor run` prints: the batches, their summary and where the run was written."""
+    """What `conductor run` prints: the steps (and their batches, when kept), their summary
+    and where the run was written."""
 
-    batches: tuple[Batch, ...]
+    batches: tuple[Batch, ...]  # every step's, or () when the run was told not to keep them
     summary: RunSummary
     run_dir: Path
     backend: str
     elapsed_s: float
+    steps: tuple[BatchOutline, ...] = ()
 
 
 def select_tasks(
@@ -141,12 +143,14 @@ async def run_swe_rollout(
     on_backend: Callable[[str], None] | None = None,
     resume_from: Checkpoint | None = None,
     metrics_port: int = 0,
+    keep_batches: bool = True,
 ) -> SWERunResult:
     """Run `config.steps` training steps; configs are resolved from `base_dir` (absolute).
 
     A checkpoint is written into `run_dir` after every step. With `resume_from` (the run
     directory already cut back by `prepare_resume`) the run continues from that step.
     `metrics_port` > 0 serves the scheduler's health metrics live on /metrics (Prometheus).
+    `keep_batches=False` keeps only each step's outline (a long run's memory stays flat).
     """
     policy = resolve_policy(config.policy)
     rollout = shape_rollout(
@@ -256,14 +260,17 @@ async def run_swe_rollout(
     recorder.attach(bus)
     watchdog = LoopWatchdog(config.watchdog, bus, clock).start()  # stalls into events.jsonl
 
-    batches: list[Batch] = []  # a few small groups: kept whole for the caller
+    batches: list[Batch] = []  # whole, for the caller (unless keep_batches is False)
+    outlines: list[BatchOutline] = []
 
     health: RunHealth | None = None
 
     def record(batch: Batch) -> None:
         if health is not None:
             health.on_batch(batch)
-        batches.append(batch)
+        if keep_batches:
+            batches.append(batch)
+        outlines.append(batch.outline())
         recorder.step(batch)
         if on_batch is not None:
             on_batch(batch)
@@ -395,7 +402,7 @@ async def run_swe_rollout(
     summary = summarize_conductor_run(
         policy.name, digests, conductor, elapsed_s=elapsed_s, busy_s=busy_s
     )
-    return SWERunResult(tuple(batches), summary, run_dir, backend, elapsed_s)
+    return SWERunResult(tuple(batches), summary, run_dir, backend, elapsed_s, tuple(outlines))
 
 
 def _sim_busy_s(engines: Sequence[Engine]) -> float:
