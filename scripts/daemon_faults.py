@@ -6,9 +6,9 @@ Runs `conductor run` (3 steps, one task) against a private daemon on its own soc
 machine's daemon is never touched; needs root, `dockerd` and `unshare`). Each restart trial
 restarts the daemon mid-run, `--down-s` seconds down, and counts the run's exit code and the
 project containers left once it ended (before any reaper runs). The outage trial stops the
-daemon for good with `pool.daemon_outage_s=--outage-s`, and reports how long after the stop
-the run ended, its exit code, its "not answering" warning lines and whether its last line
-names the resume command.
+daemon for good with `pool.daemon_outage_s=--outage-s`, and reports how long after dockerd
+was sent SIGTERM (it stops answering as it shuts down) the run ended, its exit code, its
+"not answering" warning lines and whether it names the resume command.
 """
 
 from __future__ import annotations
@@ -75,8 +75,8 @@ def restart_trial(daemon: PrivateDockerd, out: Path, down_s: float) -> tuple[int
 def outage_trial(daemon: PrivateDockerd, out: Path, outage_s: float) -> dict[str, object]:
     run = _start_run(daemon, out, pool=f", daemon_outage_s={outage_s:g}")
     time.sleep(1)
+    stopped = time.monotonic()  # SIGTERM to dockerd: it stops answering as it shuts down
     daemon.stop()
-    stopped = time.monotonic()
     output, _ = run.communicate(timeout=600)
     ended_s = time.monotonic() - stopped
     daemon.start()

@@ -153,7 +153,9 @@ async def soak_run(args: argparse.Namespace) -> None:
                 print(f"{(time.monotonic() - started) / 60:5.1f} min {row}", flush=True)
 
         started = time.monotonic()
-        rollout = asyncio.create_task(run_swe_rollout(config, DEFAULT_RUN_CONFIG.parent, run_dir))
+        rollout = asyncio.create_task(  # as `conductor run` keeps them: step outlines only
+            run_swe_rollout(config, DEFAULT_RUN_CONFIG.parent, run_dir, keep_batches=False)
+        )
         background = [asyncio.create_task(ticker()), asyncio.create_task(sampler(started))]
         done, _ = await asyncio.wait({rollout}, timeout=args.minutes * 60)
         for task in background:
