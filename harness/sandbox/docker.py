@@ -1,10 +1,14 @@
 """`DockerSandbox`: the Sandbox protocol on a locked-down Docker container.
 
-The container's PID 1 is a `sh` loop of short sleeps that lasts the container's ttl
-(`_keepalive_command`): PID 1 of a PID namespace cannot be killed from inside it, so a command
-that kills every process it can (`kill -9 -1`) cannot take the container down and pass its own
-failure off as an infrastructure error, and the shell reaps orphaned processes as tini would.
-It runs with `--network none`, CPU/memory/pids limits, `cap_drop=ALL` and
+The container runs docker-init (tini) as PID 1 (`ContainerLimits.init`, `docker run --init`),
+which reaps orphaned processes; under it a `sh` loop of short sleeps keeps the container up for
+its ttl (`_keepalive_command`). Both run as `keepalive_user` (nobody) while commands run as
+`user` (root by default), and every capability is dropped: without CAP_KILL a command cannot
+signal another user's processes, so one that kills every process it can (`kill -9 -1`) ends
+only its own and cannot take the container down to pass its failure off as an
+infrastructure error. (With neither init nor a keepalive user, PID 1 is the loop itself,
+which cannot be killed from inside its PID namespace.) It runs with `--network none`,
+CPU/memory/pids limits, `cap_drop=ALL` and
 `no-new-privileges`. Every command is a fresh `docker exec` of
 `timeout -k <grace> <t> bash -c <cmd>`, so the process is killed *inside* the container; the
 host waits a little longer and, if even that passes, declares the container dead (a host-side
@@ -118,12 +122,14 @@ class DockerSandbox:
         exec_limits: ExecLimits,
         *,
         check_reads: bool = False,
+        exec_user: str = "",
     ) -> None:
         self._client = client
         self._container = container
         self._workdir = workdir
         self._exec_limits = exec_limits
         self._check_reads = check_reads  # commands run as a user who cannot read everything
+        self._exec_user = exec_user  # "" : the container's own user
         self._closed = False
         self._removal_pending = False
         self._daemon_lost = False
@@ -158,7 +164,12 @@ class DockerSandbox:
             name,
         )
         return cls(
-            client, container, workdir, exec_limits or ExecLimits(), check_reads=bool(limits.user)
+            client,
+            container,
+            workdir,
+            exec_limits or ExecLimits(),
+            check_reads=bool(limits.user),
+            exec_user=_exec_user(limits),
         )
 
     @property
@@ -348,6 +359,7 @@ class DockerSandbox:
                 stdin=False,
                 workdir=workdir,
                 environment=env,
+                user=self._exec_user,
             )["Id"]
             stopped = False
             for chunk in exec_frames(api.exec_start(exec_id, socket=True)):
@@ -375,7 +387,9 @@ class DockerSandbox:
         """SIGKILL the processes of the command tagged `tag` (errors: the container is going)."""
         api = self._client.api
         with contextlib.suppress(docker.errors.DockerException, *_TRANSPORT_ERRORS):
-            kill_id = api.exec_create(self._container.id, kill_tagged_argv(tag))["Id"]
+            kill_id = api.exec_create(
+                self._container.id, kill_tagged_argv(tag), user=self._exec_user
+            )["Id"]
             api.exec_start(kill_id)
 
     def _read_blocking(self, path: str, max_bytes: int | None = None) -> bytes:
@@ -470,6 +484,14 @@ async def docker_call(blocking: Callable[..., T], *args: Any, **kwargs: Any) -> 
         ) from exc
 
 
+def _exec_user(limits: ContainerLimits) -> str:
+    """The user commands run as: `user`, root when the keepalive has a user of its own, else
+    the container's own ("")."""
+    if limits.keepalive_user is None:
+        return ""
+    return limits.user or "0:0"
+
+
 def _keepalive_command(ttl_s: float) -> list[str]:
     """PID 1: sleeps in steps until `ttl_s` has passed; `wait` also reaps reparented orphans."""
     steps = max(1, math.ceil(ttl_s / _KEEPALIVE_STEP_S))
@@ -555,7 +577,11 @@ def _run_container(
         options["network_mode"] = "none"
     if limits.runtime is not None:
         options["runtime"] = limits.runtime
-    if limits.user is not None:
+    if limits.init:
+        options["init"] = True
+    if limits.keepalive_user is not None:
+        options["user"] = limits.keepalive_user  # commands run as `user` (`_exec_user`)
+    elif limits.user is not None:
         options["user"] = limits.user
     if limits.read_only_root:
         options["read_only"] = True

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from harness.config import FrozenConfig
 
@@ -69,11 +69,23 @@ class ContainerLimits(FrozenConfig):
     )
     user: str | None = Field(
         None,
-        description="run PID 1 and every command as this user (`uid:gid`, or a name the image "
-        "knows) instead of the image's own (root in the shipped images, with every capability "
-        "dropped). The workdir must be writable by it (build SWE task images with "
-        "`images.agent_uid`); the file tools then read and write only what this user may, "
-        "which costs one check per file read",
+        description="run every command as this user (`uid:gid`, or a name the image knows) "
+        "instead of root (with every capability dropped). The workdir must be writable by it "
+        "(build SWE task images with `images.agent_uid`); the file tools then read and write "
+        "only what this user may, which costs one check per file read",
+    )
+    init: bool = Field(
+        True,
+        description="run docker-init (tini) as PID 1 (`docker run --init`): it reaps orphaned "
+        "processes and forwards signals to the keepalive loop under it",
+    )
+    keepalive_user: str | None = Field(
+        "65534:65534",
+        description="the user of PID 1 and of the keepalive loop that keeps the container up "
+        "(nobody). Commands run as `user` (root when unset) and, with every capability "
+        "dropped (no CAP_KILL), cannot signal another user's processes: `kill -9 -1` ends the "
+        "agent's own processes, never the container. None: PID 1 runs as `user` (the image's "
+        "user when unset), and with `init` a `kill -9 -1` by that user stops the container",
     )
     read_only_root: bool = Field(
         False,
@@ -96,3 +108,14 @@ class ContainerLimits(FrozenConfig):
         ge=60,
         description="a container older than this is removed by the reaper, owner alive or not",
     )
+
+    @model_validator(mode="after")
+    def _keepalive_apart_from_commands(self) -> ContainerLimits:
+        commands = self.user or "0:0"
+        if self.keepalive_user is not None and self.keepalive_user in (commands, "root", "0"):
+            raise ValueError(
+                f"keepalive_user {self.keepalive_user!r} is the user commands run as "
+                f"({commands!r}): a command could then kill the keepalive loop and the "
+                "container with it; choose another user (65534:65534 is nobody), or null"
+            )
+        return self
