@@ -61,7 +61,7 @@ from harness.sandbox.base import (
 from harness.sandbox.docker_frames import exec_frames
 from harness.sandbox.docker_removal import RemovalOutcome, remove_container_blocking
 from harness.sandbox.labels import owner_labels
-from harness.sandbox.limits import ContainerLimits, ExecLimits
+from harness.sandbox.limits import AUTO_USER, ContainerLimits, ExecLimits, resolve_user
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -154,6 +154,9 @@ class DockerSandbox:
         when the daemon created it but its answer was lost (`DockerUnavailableError`).
         """
         limits = limits or ContainerLimits()
+        if limits.user == AUTO_USER:  # the image's agent user, if it names one, else root
+            labels = await docker_call(_image_labels, client, image)
+            limits = limits.model_copy(update={"user": resolve_user(limits.user, labels)})
         container = await docker_call(
             _run_container,
             client,
@@ -482,6 +485,17 @@ async def docker_call(blocking: Callable[..., T], *args: Any, **kwargs: Any) -> 
             f"the Docker daemon did not answer ({type(exc).__name__}: {exc}); check that dockerd "
             "is running (`docker info`)"
         ) from exc
+
+
+def _image_labels(client: docker.DockerClient, image: str) -> dict[str, str]:
+    """The labels of `image` (blocking); a missing image is an `ImageNotFoundError`."""
+    try:
+        found = client.images.get(image)
+    except docker.errors.ImageNotFound as exc:
+        raise ImageNotFoundError(
+            f"image {image!r} does not exist here; build it with `conductor images build`"
+        ) from exc
+    return dict(found.labels or {})
 
 
 def _exec_user(limits: ContainerLimits) -> str:

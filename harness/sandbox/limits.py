@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pydantic import Field, model_validator
 
 from harness.config import FrozenConfig
 
-__all__ = ["ContainerLimits", "ExecLimits"]
+__all__ = ["AGENT_USER_LABEL", "AUTO_USER", "ContainerLimits", "ExecLimits", "resolve_user"]
+
+
+AUTO_USER = "auto"
+"""`ContainerLimits.user`: the image's agent user when it names one, else root."""
+AGENT_USER_LABEL = "aio-conductor.agent-user"
+"""An image label naming the `uid:gid` its workdir belongs to (set by the SWE task image build)."""
+
+
+def resolve_user(user: str | None, image_labels: Mapping[str, str] | None) -> str | None:
+    """The user commands run as: `user`, or for `auto` the image's agent user (None: root)."""
+    if user != AUTO_USER:
+        return user
+    return (image_labels or {}).get(AGENT_USER_LABEL) or None
 
 
 class ExecLimits(FrozenConfig):
@@ -68,11 +83,19 @@ class ContainerLimits(FrozenConfig):
         "never ask (MiB)",
     )
     user: str | None = Field(
-        None,
+        AUTO_USER,
         description="run every command as this user (`uid:gid`, or a name the image knows) "
-        "instead of root (with every capability dropped). The workdir must be writable by it "
-        "(build SWE task images with `images.agent_uid`); the file tools then read and write "
-        "only what this user may, which costs one check per file read",
+        "instead of root (with every capability dropped). `auto`: the user the image names "
+        f"in its `{AGENT_USER_LABEL}` label (SWE task images built with `images.agent_uid`, "
+        "which `conductor run` sets to `auto_uid`), else root; None: root. The workdir must "
+        "be writable by the user; the file tools then read and write only what it may, "
+        "which costs one check per file read",
+    )
+    auto_uid: int = Field(
+        1000,
+        ge=1,
+        description="with `user: auto`, the uid (and gid) `conductor run` hands the workdir of "
+        "the task images it builds to, so that their commands run as it",
     )
     init: bool = Field(
         True,
@@ -111,7 +134,7 @@ class ContainerLimits(FrozenConfig):
 
     @model_validator(mode="after")
     def _keepalive_apart_from_commands(self) -> ContainerLimits:
-        commands = self.user or "0:0"
+        commands = self.user if self.user not in (None, AUTO_USER) else "0:0"
         if self.keepalive_user is not None and self.keepalive_user in (commands, "root", "0"):
             raise ValueError(
                 f"keepalive_user {self.keepalive_user!r} is the user commands run as "

@@ -211,7 +211,9 @@ async def run_swe_rollout(
     agent_fn = load_agent(config.agent_api.agent, base_dir) if config.agent_api.agent else None
     sandbox_spec = SandboxSpec(
         pool_config.backend,
-        TaskImageConfig(agent_uid=numeric_uid(pool_config.container.user)),
+        TaskImageConfig(
+            agent_uid=numeric_uid(pool_config.container.user, pool_config.container.auto_uid)
+        ),
         pool_config.workdir,
         pool_config.container,
         pool_config.exec,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import logging
 from collections.abc import AsyncIterator
 
@@ -12,6 +13,7 @@ from harness.errors import SandboxDeadError, SandboxError
 from harness.sandbox import ContainerLimits, ExecLimits
 from harness.sandbox import docker as docker_sandbox
 from harness.sandbox.docker import DockerSandbox, storage_quota_supported
+from harness.sandbox.limits import AGENT_USER_LABEL
 
 pytestmark = pytest.mark.docker
 
@@ -185,3 +187,34 @@ def test_a_keepalive_user_equal_to_the_command_user_is_refused() -> None:
         ContainerLimits(user="1000:1000", keepalive_user="1000:1000")
     with pytest.raises(ValueError, match="could then kill the keepalive"):
         ContainerLimits(keepalive_user="0:0")
+
+
+@pytest.fixture(scope="module")
+def agent_user_image(docker_client: docker.DockerClient, base_image: str) -> str:
+    """The base image with /testbed handed to 1000 and the label that says so, as the SWE task
+    images `conductor run` builds."""
+    dockerfile = (
+        f"FROM {base_image}\nRUN chown -R 1000:1000 /testbed\n"
+        f'LABEL {AGENT_USER_LABEL}="1000:1000"\n'
+    )
+    tag = "aio-conductor/test-agent-user:1"
+    docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True)
+    return tag
+
+
+@pytest.mark.parametrize(("labelled", "uid"), [(True, "1000"), (False, "0")])
+async def test_by_default_commands_run_as_the_images_agent_user_else_root(
+    docker_client: docker.DockerClient,
+    base_image: str,
+    agent_user_image: str,
+    labelled: bool,
+    uid: str,
+) -> None:
+    image = agent_user_image if labelled else base_image
+    box = await DockerSandbox.create(docker_client, image, limits=LIMITS, exec_limits=EXEC)
+    try:
+        assert (await box.exec("id -u", timeout_s=10)).output.strip() == uid
+        await box.write_file("made.txt", b"x")  # the workdir is the user's
+        assert (await box.exec("stat -c %u made.txt", timeout_s=10)).output.strip() == uid
+    finally:
+        await box.aclose()
