@@ -75,3 +75,4 @@ def test_an_engine_that_stays_dead_ends_the_run_in_one_line_with_the_resume_comm
     [run_dir] = list(tmp_path.iterdir())
     assert (run_dir / "checkpoint.json").exists() and str(run_dir) in error
     assert took < 60, f"the run took {took:.0f} s to end after the engine died"
+    print(f"the run ended {took:.1f} s after its engine was killed (outage_s=4): {error}")
