@@ -5,8 +5,8 @@ editor call that took 11 s on a 1 MB file) freezes every sample, the engine clie
 signal handling. The watchdog makes such a stall visible instead of silent:
 
 * a heartbeat callback on the loop runs every `stall_threshold_s / 4` and notes the time;
-* a daemon thread checks the heartbeat; once it is older than `stall_threshold_s`, the thread
-  takes the loop thread's stack (what is holding it, while it holds it);
+* a daemon thread checks the heartbeat; once it is half a threshold late, the thread takes
+  the loop thread's stack (what is holding it, while it holds it);
 * when the loop answers again, the heartbeat sees how late it ran and emits a `loop_stall`
   event (its duration and that stack) on the run's event bus, and logs a warning (at most one
   per `warning_interval_s`, with how many were left out).
@@ -159,12 +159,14 @@ class LoopWatchdog:
     # -- the watching thread ----------------------------------------------------------------
 
     def _watch(self) -> None:
+        # The stack is taken once the heartbeat is half a threshold late and checked every
+        # quarter threshold, so even a stall just over the threshold is caught in the act.
         threshold = self._config.stall_threshold_s
-        while not self._stopping.wait(threshold / 2):
+        while not self._stopping.wait(threshold / 4):
             with self._lock:
                 stale_s = time.monotonic() - self._last_beat - self._beat_interval_s
                 taken = self._stack is not None
-            if stale_s <= threshold or taken:
+            if stale_s <= threshold / 2 or taken:
                 continue
             frame = sys._current_frames().get(self._loop_thread)
             if frame is None:
