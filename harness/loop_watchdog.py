@@ -9,7 +9,8 @@ signal handling. The watchdog makes such a stall visible instead of silent:
   the loop thread's stack (what is holding it, while it holds it);
 * when the loop answers again, the heartbeat sees how late it ran and emits a `loop_stall`
   event (its duration and that stack) on the run's event bus, and logs a warning (at most one
-  per `warning_interval_s`, with how many were left out).
+  per `warning_interval_s`, with how many were left out) unless the loop sat idle in select():
+  then no task held it (the process got no CPU, or another thread held the interpreter).
 
 It costs a few callbacks per 100 ms on the loop and one sleeping thread.
 """
@@ -142,6 +143,8 @@ class LoopWatchdog:
             where += " (idle: the process got no CPU, or another thread held the interpreter)"
         data = {"stall_s": round(stall_s, 4), "where": where, "idle": idle, "stack": stack or []}
         self._bus.emit(StepEvent(Phase.LOOP_STALL, end_s - stall_s, end_s, data=data))
+        if idle:
+            return  # recorded: the machine's doing, not a task's, so no warning
         now = time.monotonic()
         if now - self._last_warning < self._config.warning_interval_s:
             self._unwarned += 1
