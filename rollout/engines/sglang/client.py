@@ -588,8 +588,8 @@ class SGLangEngine:
     async def _request(
         self, index: int, method: str, url: str, *, json_body: Any = None, timeout_s: float
     ) -> HTTPReply:
-        """One call to endpoint `index` through the transport, its answer or failure counted
-        in the endpoint's health."""
+        """One call to endpoint `index` through the transport; an answer or a call that got
+        none is counted in the endpoint's health."""
         try:
             reply = await self._transport.request(
                 method, url, json_body=json_body, timeout_s=timeout_s
@@ -597,10 +597,7 @@ class SGLangEngine:
         except EngineTransportError as exc:
             self._failed(index, str(exc))
             raise
-        if reply.status >= 500:
-            self._failed(index, f"{url} answered {reply.status}")
-        else:
-            self._answered(index)
+        self._answered(index)  # any answer, a 5xx too (an overloaded server is alive)
         return reply
 
     # ---- liveness --------------------------------------------------------------------------
