@@ -113,7 +113,7 @@ async def soak_run(args: argparse.Namespace) -> None:
         ["steps=1000000", "groups_per_step=2", "group_size=4", *args.override],
     )
     if args.trace_memory:
-        tracemalloc.start(8)
+        tracemalloc.start(args.trace_frames)
     lag = [0.0]
 
     async def ticker() -> None:
@@ -177,7 +177,7 @@ async def soak_run(args: argparse.Namespace) -> None:
         print("\nallocation sites that grew most (first sample after warm-up -> last):")
         for stat in snapshots[1].compare_to(snapshots[0], "traceback")[:12]:
             print(f"  {stat.size_diff / 1024:+9.0f} KiB {stat.count_diff:+8d} blocks")
-            for line in stat.traceback.format()[-6:]:
+            for line in stat.traceback.format(most_recent_first=True)[: 2 * args.show_frames]:
                 print(f"      {line}")
 
 
@@ -193,6 +193,10 @@ async def main() -> None:
     )
     parser.add_argument("--run", action="store_true", help="soak a whole `conductor run`")
     parser.add_argument("--trace-memory", action="store_true", help="with --run: tracemalloc")
+    parser.add_argument(
+        "--trace-frames", type=int, default=30, help="frames kept per traced allocation"
+    )
+    parser.add_argument("--show-frames", type=int, default=12, help="frames shown per site")
     parser.add_argument(
         "--override", action="append", default=[], help="with --run: a key=value of the run"
     )
