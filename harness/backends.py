@@ -107,6 +107,8 @@ class DockerBackend:
                 raise
             raise self.unavailable(exc) from exc
         except SandboxError as exc:
+            if not isinstance(exc, ImageNotFoundError):  # created, then refused (a daemon
+                self._lost.add(name)  # shutting down): the pool's close makes sure it is gone
             # docker-py tries a pull for a missing image, so the daemon may answer with a
             # registry error instead of "not found": ask whether the image is there.
             if self.host is None or await self._has_image(image):
@@ -118,6 +120,11 @@ class DockerBackend:
         if self._lost:
             await self.remove_lost()
         return sandbox
+
+    @property
+    def lost_names(self) -> frozenset[str]:
+        """Names of containers that may exist but could not be removed yet."""
+        return frozenset(self._lost)
 
     async def remove_lost(self) -> int:
         """Remove containers whose creation answer was lost in a daemon outage (best effort:

@@ -5,6 +5,7 @@
         ├── EnvNotFoundError       an env id is not registered (the message suggests the closest id)
         ├── SandboxError           a sandbox could not be created or used
         │   ├── SandboxDeadError   the container or process group is gone; the episode must end
+        │   ├── FileTooLargeError  a file is over a reader's size limit (`read_file(max_bytes)`)
         │   ├── DockerUnavailableError  the daemon did not answer (restarting, down)
         │   │   └── DockerGoneError     it stayed away past `pool.daemon_outage_s`: the run ends
         │   │       └── WorkerGoneError a Ray env worker (actor or node) died: member down
@@ -27,6 +28,7 @@ __all__ = [
     "DockerGoneError",
     "DockerUnavailableError",
     "EnvNotFoundError",
+    "FileTooLargeError",
     "HarnessError",
     "ImageNotFoundError",
     "PoolClosedError",
@@ -50,6 +52,17 @@ class SandboxError(HarnessError):
 
 class SandboxDeadError(SandboxError):
     """The sandbox died (container removed, OOM-killed, daemon restarted)."""
+
+
+class FileTooLargeError(SandboxError):
+    """A file is larger than the reader's bound (`Sandbox.read_file(max_bytes=...)`); nothing
+    of it was read."""
+
+    def __init__(self, path: str, size_bytes: int, max_bytes: int) -> None:
+        super().__init__(f"{path} is {size_bytes} bytes, over the limit of {max_bytes} bytes")
+        self.path = path
+        self.size_bytes = size_bytes
+        self.max_bytes = max_bytes
 
 
 class DockerUnavailableError(SandboxError):

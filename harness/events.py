@@ -33,6 +33,7 @@ class Phase(StrEnum):
     PREFETCH = "prefetch"
     TRUNCATE = "truncate"
     INFRA_ERROR = "infra_error"
+    LOOP_STALL = "loop_stall"  # the event loop ran nothing for a while (no sample: the run's)
 
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})

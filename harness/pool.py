@@ -18,7 +18,9 @@ Use it as an async context manager; leaving the block destroys every sandbox it 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import math
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -133,6 +135,19 @@ class PoolConfig(FrozenConfig):
     )
     daemon_retry_max_s: float = Field(
         8.0, gt=0, description="longest wait between two such retries (doubling from 0.25 s) (s)"
+    )
+    daemon_warning_interval_s: float = Field(
+        10.0,
+        ge=0,
+        description="at most one 'Docker daemon not answering' warning per this long, for the "
+        "whole pool, however many starts wait (s)",
+    )
+    cleanup_timeout_s: float = Field(
+        20.0,
+        ge=0,
+        description="at close, how long removals the daemon cannot take yet (409 right after a "
+        "restart, or an answer lost in the restart) are retried, so none is left behind; "
+        "not waited for when the daemon is gone (s)",
     )
     container: ContainerLimits = Field(default_factory=ContainerLimits)
     exec: ExecLimits = Field(default_factory=ExecLimits)
@@ -262,6 +277,10 @@ class EnvPool:
         self._refill_task: asyncio.Task[None] | None = None
         self._closed = False
         self._unremoved: set[Sandbox] = set()
+        self._outage_since_s: float | None = None  # the first unanswered start of this outage
+        self._gone_event = asyncio.Event()  # wakes every waiting start when the pool gives up
+        self._warned_s = -math.inf
+        self._unwarned = 0
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -287,6 +306,7 @@ class EnvPool:
             self._refill_task.cancel()
         async with self._capacity:  # wake starts waiting for capacity: they give up now
             self._capacity.notify_all()
+        self._gone_event.set()  # and starts waiting out a Docker outage
         tasks, self._tasks = self._tasks, None
         if tasks is not None:
             # Starts in flight are awaited, not cancelled: a cancelled `to_thread` would still
@@ -297,12 +317,51 @@ class EnvPool:
                 log.error("env pool background task failed: %r", group)
         leftovers = [*self._all, *self._unremoved]
         await asyncio.gather(*(_close_quietly(sandbox) for sandbox in leftovers))
-        remove_lost = getattr(self.backend, "remove_lost", None)
-        if remove_lost is not None:  # containers whose creation answer an outage swallowed
-            await remove_lost()
+        await self._remove_what_is_left(leftovers)
         self._all.clear()
         self._unremoved.clear()
         self._warm.clear()
+
+    async def _remove_what_is_left(self, sandboxes: list[Sandbox]) -> None:
+        """Retry the removals the daemon could not take at once (a restart in progress, a 409
+        right after it, creations whose answer was lost) until none is left or
+        `cleanup_timeout_s` passes (issue 28: a 5 s restart left 2 containers behind). One
+        try only when the daemon is gone or does not answer: the next run's start reaps
+        those."""
+        remove_lost = getattr(self.backend, "remove_lost", None)
+        deadline: float | None = None
+        delay = 0.25
+        while True:
+            if remove_lost is not None:  # containers whose creation answer an outage swallowed
+                await remove_lost()
+            pending = [s for s in sandboxes if getattr(s, "removal_pending", False)]
+            left = len(pending) + len(getattr(self.backend, "lost_names", ()))
+            if not left:
+                return
+            if deadline is None:
+                patient = self._gone is None and await self._daemon_answers()
+                deadline = self.clock.now() + (self.config.cleanup_timeout_s if patient else 0)
+            if self.clock.now() + delay > deadline:
+                log.warning(
+                    "%d containers could not be removed (the Docker daemon did not take it); "
+                    "the next start removes them, or `conductor envs reap`",
+                    left,
+                )
+                return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.config.daemon_retry_max_s)
+            await asyncio.gather(*(_close_quietly(sandbox) for sandbox in pending))
+
+    async def _daemon_answers(self) -> bool:
+        """Whether the backend's daemon answers now (a backend without one: True)."""
+        ping = getattr(self.backend, "ping", None)
+        if ping is None:
+            return True
+        try:
+            await ping()
+        except SandboxError:
+            return False
+        return True
 
     # -- public API ---------------------------------------------------------------------------
 
@@ -471,23 +530,58 @@ class EnvPool:
 
     async def _create_waiting_out_outages(self, image: str) -> Sandbox:
         """`backend.create`, retried with backoff while the Docker daemon does not answer (it
-        is restarting), for at most `daemon_outage_s`; other failures raise at once."""
-        deadline = self.clock.now() + self.config.daemon_outage_s
+        is restarting); other failures raise at once.
+
+        The outage is the pool's, not each start's: it began at the first unanswered start,
+        and when it has lasted `daemon_outage_s` every waiting start gives up at once
+        (`DockerGoneError`), however late it began waiting. Warnings are the pool's too, at
+        most one per `daemon_warning_interval_s`.
+        """
         delay = 0.25
         while True:
+            if self._gone is not None:
+                raise self._gone
             try:
-                return await self.backend.create(image)
+                sandbox = await self.backend.create(image)
             except DockerUnavailableError as exc:
                 self._drop_warm()  # a restarted daemon has stopped them
-                if self.clock.now() + delay > deadline:
-                    limit = f"{self.config.daemon_outage_s:g} s"
+                now_s = self.clock.now()
+                if self._outage_since_s is None:
+                    self._outage_since_s = now_s
+                waited_s = now_s - self._outage_since_s
+                limit_s = self.config.daemon_outage_s
+                if self._gone is None and waited_s >= limit_s:
                     self._gone = DockerGoneError(
-                        f"{exc}; gave up after waiting {limit} (pool.daemon_outage_s)"
+                        f"{exc}; gave up after waiting {limit_s:g} s (pool.daemon_outage_s)"
                     )
+                    self._gone_event.set()
+                if self._gone is not None:
                     raise self._gone from exc
-                log.warning("Docker daemon not answering; retrying in %.2g s: %s", delay, exc)
-                await asyncio.sleep(delay)
+                if self._closed:
+                    raise  # the pool is closing: no start waits out the outage any more
+                self._warn_outage(exc, waited_s)
+                with contextlib.suppress(TimeoutError):  # woken early when the pool gives up
+                    await asyncio.wait_for(self._gone_event.wait(), min(delay, limit_s - waited_s))
                 delay = min(delay * 2, self.config.daemon_retry_max_s)
+                continue
+            self._outage_since_s = None
+            return sandbox
+
+    def _warn_outage(self, exc: DockerUnavailableError, waited_s: float) -> None:
+        now_s = self.clock.now()
+        if now_s - self._warned_s < self.config.daemon_warning_interval_s:
+            self._unwarned += 1
+            return
+        held = f" ({self._unwarned} more retries since the last warning)" if self._unwarned else ""
+        log.warning(
+            "Docker daemon not answering for %.0f s; starts wait up to pool.daemon_outage_s = "
+            "%g s%s: %s",
+            waited_s,
+            self.config.daemon_outage_s,
+            held,
+            exc,
+        )
+        self._warned_s, self._unwarned = now_s, 0
 
     async def _release(self, lease: EnvLease) -> None:
         self._leased -= 1
@@ -592,7 +686,8 @@ class EnvPool:
         try:
             sandbox = await self._start(image)
         except SandboxError as exc:
-            log.warning("could not start a warm sandbox for %s: %s", image, exc)
+            if not isinstance(exc, DockerUnavailableError):  # an outage warns on its own
+                log.warning("could not start a warm sandbox for %s: %s", image, exc)
             await self._free_capacity(refill=False)
             return
         finally:

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import docker
-import docker.errors
 
+from harness.sandbox.docker_removal import RemovalOutcome, remove_container_blocking
 from harness.sandbox.labels import MANAGED_LABEL, ContainerOwner, parse_owner
 
 __all__ = ["ReapReport", "pid_alive", "reap_containers", "should_reap"]
@@ -67,14 +67,21 @@ def reap_containers(
     wall_time: Callable[[], float] = time.time,
     owner_alive: Callable[[int], bool] = pid_alive,
 ) -> ReapReport:
-    """Remove every project container that `should_reap` condemns; returns what it did."""
+    """Remove every project container that `should_reap` condemns; returns what it did.
+
+    Other processes create and remove project containers at the same time (other runs, their
+    reapers), so the listing is used as it came: its records carry the labels, and no
+    container is inspected after it (issue 28: a container removed between the list and an
+    inspect ended a run with "No such container"). A container that is gone, or whose removal
+    another process has begun, counts as removed by someone else, never as an error.
+    """
     removed: list[tuple[str, str]] = []
     kept = 0
     this_host = socket.gethostname()
     now_s = wall_time()
-    for container in client.containers.list(all=True, filters={"label": f"{MANAGED_LABEL}=1"}):
+    for record in client.api.containers(all=True, filters={"label": f"{MANAGED_LABEL}=1"}):
         reason = should_reap(
-            parse_owner(container.labels),
+            parse_owner(record.get("Labels") or {}),
             now_s=now_s,
             this_host=this_host,
             owner_alive=owner_alive,
@@ -83,9 +90,7 @@ def reap_containers(
         if reason is None:
             kept += 1
             continue
-        try:
-            container.remove(force=True, v=True)  # and its anonymous volumes
-        except docker.errors.NotFound:
-            continue
-        removed.append((str(container.id), reason))
+        container_id = str(record["Id"])
+        if remove_container_blocking(client, container_id) is RemovalOutcome.REMOVED:
+            removed.append((container_id, reason))
     return ReapReport(removed=tuple(removed), kept=kept)

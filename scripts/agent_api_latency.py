@@ -77,8 +77,10 @@ async def floor_ms(agents: int, prompt_chars: int) -> tuple[float, float]:
     async with AgentApiServer() as server:
 
         async def client_loop() -> None:
-            token = server.register(answer)
-            client = AsyncOpenAI(base_url=server.base_url(token), api_key=token, max_retries=0)
+            endpoint = server.register(answer)
+            client = AsyncOpenAI(
+                base_url=server.base_url(endpoint.token), api_key=endpoint.api_key, max_retries=0
+            )
             messages: list[dict[str, str]] = [{"role": "user", "content": "x" * prompt_chars}]
             for index in range(CALLS):
                 started = time.monotonic()

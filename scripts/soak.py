@@ -1,6 +1,15 @@
 """Soak: N Docker sandboxes at once for M minutes, churned; resources at start and end.
 
     python scripts/soak.py [--containers 64] [--minutes 10] [--churn 20]
+    python scripts/soak.py --run [--minutes 60] [--sample-s 60] [--trace-memory]
+
+With `--run`, the soak is a whole `conductor run` (configs/run/default.yaml: scripted agents on
+the simulated engine, real Docker sandboxes, grading, weight updates) kept going for M minutes
+in this process, then stopped as SIGTERM stops it. Every `--sample-s` it samples this process's
+RSS, file descriptors and threads, the project's containers, and the event loop's lag (the
+longest delay of a 10 ms ticker since the last sample, and the run's `loop_stall` events);
+`--trace-memory` adds the allocation sites that grew most between the first sample after
+warm-up and the last (tracemalloc: slower, for finding a leak).
 
 Resources are also sampled every `--sample-s` while the workers run: connection pools and
 worker threads fill up in the first minute and level off; a leak keeps climbing.
@@ -17,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -85,6 +95,90 @@ async def worker(
             await sandbox.aclose()
 
 
+async def soak_run(args: argparse.Namespace) -> None:
+    """A `conductor run` for `args.minutes`, sampled every `args.sample_s`."""
+    import tempfile
+    import tracemalloc
+
+    from harness.events import Phase
+    from rollout.cli.run import DEFAULT_RUN_CONFIG
+    from rollout.jobs.run_job import run_job
+    from rollout.jobs.run_plan import plan_run
+
+    client = docker.from_env(timeout=120)
+    plan = plan_run(
+        DEFAULT_RUN_CONFIG,
+        ["steps=1000000", "groups_per_step=2", "group_size=4", *args.override],
+    )
+    if args.trace_memory:
+        tracemalloc.start(args.trace_frames)
+    lag = [0.0]
+
+    async def ticker() -> None:
+        loop = asyncio.get_running_loop()
+        last = loop.time()
+        while True:
+            await asyncio.sleep(0.01)
+            now = loop.time()
+            lag[0] = max(lag[0], now - last - 0.01)
+            last = now
+
+    rows: list[tuple[float, dict]] = []
+    snapshots: list[tracemalloc.Snapshot] = []
+    with tempfile.TemporaryDirectory(prefix="soak-run-") as out:
+        run_dir = Path(out) / "run"
+
+        def stalls() -> int:
+            events = run_dir / "events.jsonl"
+            if not events.exists():
+                return 0
+            with events.open("rb") as handle:
+                return sum(1 for line in handle if Phase.LOOP_STALL.value.encode() in line)
+
+        async def sampler(started: float) -> None:
+            while True:
+                await asyncio.sleep(args.sample_s)
+                row = await asyncio.to_thread(resources, client)
+                row["max_lag_ms"] = round(1000 * lag[0])
+                row["loop_stalls"] = await asyncio.to_thread(stalls)
+                lag[0] = 0.0
+                rows.append((time.monotonic() - started, row))
+                if args.trace_memory and len(rows) in (
+                    2,
+                    2 + int(args.minutes * 60 / args.sample_s) - 3,
+                ):
+                    snapshots.append(tracemalloc.take_snapshot())
+                print(f"{(time.monotonic() - started) / 60:5.1f} min {row}", flush=True)
+
+        started = time.monotonic()
+        rollout = asyncio.create_task(  # as `conductor run` keeps them: step outlines only
+            run_job(plan, run_dir, keep_batches=False)
+        )
+        background = [asyncio.create_task(ticker()), asyncio.create_task(sampler(started))]
+        done, _ = await asyncio.wait({rollout}, timeout=args.minutes * 60)
+        for task in background:
+            task.cancel()
+        if not done:
+            rollout.cancel()  # as SIGTERM stops a run: generations aborted, containers removed
+        with contextlib.suppress(asyncio.CancelledError):
+            await rollout
+        steps = (run_dir / "steps.jsonl").read_text().count("\n")
+    elapsed = time.monotonic() - started
+    keys = list(rows[0][1]) if rows else []
+    print(f"\nsoak (run): {elapsed / 60:.1f} min, {steps} training steps")
+    print("| t (min) | " + " | ".join(keys) + " |")
+    print("|---:|" + "---:|" * len(keys))
+    for t_s, row in rows:
+        print(f"| {t_s / 60:.1f} | " + " | ".join(str(row[key]) for key in keys) + " |")
+    print(f"project containers after the run: {resources(client)['containers']}")
+    if len(snapshots) == 2:
+        print("\nallocation sites that grew most (first sample after warm-up -> last):")
+        for stat in snapshots[1].compare_to(snapshots[0], "traceback")[:12]:
+            print(f"  {stat.size_diff / 1024:+9.0f} KiB {stat.count_diff:+8d} blocks")
+            for line in stat.traceback.format(most_recent_first=True)[: 2 * args.show_frames]:
+                print(f"      {line}")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--containers", type=int, default=64)
@@ -95,7 +189,19 @@ async def main() -> None:
     parser.add_argument(
         "--sample-s", type=float, default=60.0, help="seconds between resource samples"
     )
+    parser.add_argument("--run", action="store_true", help="soak a whole `conductor run`")
+    parser.add_argument("--trace-memory", action="store_true", help="with --run: tracemalloc")
+    parser.add_argument(
+        "--trace-frames", type=int, default=30, help="frames kept per traced allocation"
+    )
+    parser.add_argument("--show-frames", type=int, default=12, help="frames shown per site")
+    parser.add_argument(
+        "--override", action="append", default=[], help="with --run: a key=value of the run"
+    )
     args = parser.parse_args()
+    if args.run:
+        await soak_run(args)
+        return
     client = docker.from_env(timeout=120)
     image = ensure_base_image(client, progress=lambda line: None)
     warm = [await DockerSandbox.create(client, image) for _ in range(args.containers)]

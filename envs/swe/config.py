@@ -49,6 +49,30 @@ class ToolsConfig(FrozenConfig):
     directory_depth: int = Field(
         2, ge=1, description="levels of a directory listed by `view` on a directory"
     )
+    editor_max_file_mb: float = Field(
+        16.0,
+        gt=0,
+        description="largest file the editor reads or writes; a larger one is refused with a "
+        "hint to use bash (grep, sed), so no agent can make one call cost more than this (MB)",
+    )
+    editor_max_listed_matches: int = Field(
+        20,
+        ge=1,
+        description="line numbers listed when `old_str` occurs more than once (the rest are "
+        "counted) (matches)",
+    )
+    editor_max_quoted_chars: int = Field(
+        400,
+        ge=10,
+        description="characters of an agent's `old_str` quoted back in an editor message "
+        "(characters)",
+    )
+    editor_undo_max_mb: float = Field(
+        64.0,
+        ge=0,
+        description="file versions `undo_edit` keeps per episode; past it the oldest are "
+        "forgotten (MB)",
+    )
 
 
 class ObservationConfig(FrozenConfig):

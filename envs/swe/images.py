@@ -28,6 +28,7 @@ from envs.swe.tasks import SWETask
 from foundation.config import FrozenConfig
 from harness.errors import SandboxError
 from harness.images import image_exists
+from harness.sandbox.limits import AGENT_USER_LABEL, AUTO_USER
 
 __all__ = [
     "BuildReport",
@@ -69,9 +70,12 @@ class TaskImageConfig(FrozenConfig):
     )
 
 
-def numeric_uid(user: str | None) -> int | None:
+def numeric_uid(user: str | None, auto_uid: int | None = None) -> int | None:
     """The uid of a `uid[:gid]` container user (`pool.container.user`), for `agent_uid`;
-    None for root, a user name (the image must then prepare its workdir) or no user."""
+    `auto_uid` for `auto` (the images then name it, and commands run as it); None for root,
+    a user name (the image must then prepare its workdir) or no user."""
+    if user == AUTO_USER:
+        return auto_uid
     uid = (user or "").split(":")[0]
     return int(uid) if uid.isdigit() and int(uid) > 0 else None
 
@@ -102,6 +106,8 @@ class TaskImageResolver:
         if self.config.agent_uid is not None:
             uid = self.config.agent_uid
             lines.append(f"RUN chown -R {uid}:{uid} /testbed")
+            # Names the user for `pool.container.user: auto` (commands run as it).
+            lines.append(f'LABEL {AGENT_USER_LABEL}="{uid}:{uid}"')
         return "\n".join(lines) + "\n"
 
     def _input_hash(self, task: SWETask) -> str:

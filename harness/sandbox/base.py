@@ -98,8 +98,9 @@ class Sandbox(Protocol):
         """Create or replace `path` (absolute, or relative to `workdir`), creating parent dirs."""
         ...
 
-    async def read_file(self, path: str) -> bytes:
-        """Return the bytes of `path`; raises FileNotFoundError if it does not exist."""
+    async def read_file(self, path: str, *, max_bytes: int | None = None) -> bytes:
+        """Return the bytes of `path`; raises FileNotFoundError if it does not exist, and
+        `FileTooLargeError` (without reading it) if it is larger than `max_bytes`."""
         ...
 
     async def is_alive(self) -> bool:

@@ -1,10 +1,14 @@
 """`DockerSandbox`: the Sandbox protocol on a locked-down Docker container.
 
-The container's PID 1 is a `sh` loop of short sleeps that lasts the container's ttl
-(`_keepalive_command`): PID 1 of a PID namespace cannot be killed from inside it, so a command
-that kills every process it can (`kill -9 -1`) cannot take the container down and pass its own
-failure off as an infrastructure error, and the shell reaps orphaned processes as tini would.
-It runs with `--network none`, CPU/memory/pids limits, `cap_drop=ALL` and
+The container runs docker-init (tini) as PID 1 (`ContainerLimits.init`, `docker run --init`),
+which reaps orphaned processes; under it a `sh` loop of short sleeps keeps the container up for
+its ttl (`_keepalive_command`). Both run as `keepalive_user` (nobody) while commands run as
+`user` (root by default), and every capability is dropped: without CAP_KILL a command cannot
+signal another user's processes, so one that kills every process it can (`kill -9 -1`) ends
+only its own and cannot take the container down to pass its failure off as an
+infrastructure error. (With neither init nor a keepalive user, PID 1 is the loop itself,
+which cannot be killed from inside its PID namespace.) It runs with `--network none`,
+CPU/memory/pids limits, `cap_drop=ALL` and
 `no-new-privileges`. Every command is a fresh `docker exec` of
 `timeout -k <grace> <t> bash -c <cmd>`, so the process is killed *inside* the container; the
 host waits a little longer and, if even that passes, declares the container dead (a host-side
@@ -40,6 +44,7 @@ from docker.types import Mount, Ulimit
 
 from harness.errors import (
     DockerUnavailableError,
+    FileTooLargeError,
     ImageNotFoundError,
     SandboxDeadError,
     SandboxError,
@@ -54,8 +59,9 @@ from harness.sandbox.base import (
     new_exec_tag,
 )
 from harness.sandbox.docker_frames import exec_frames
+from harness.sandbox.docker_removal import RemovalOutcome, remove_container_blocking
 from harness.sandbox.labels import owner_labels
-from harness.sandbox.limits import ContainerLimits, ExecLimits
+from harness.sandbox.limits import AUTO_USER, ContainerLimits, ExecLimits, resolve_user
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -116,12 +122,14 @@ class DockerSandbox:
         exec_limits: ExecLimits,
         *,
         check_reads: bool = False,
+        exec_user: str = "",
     ) -> None:
         self._client = client
         self._container = container
         self._workdir = workdir
         self._exec_limits = exec_limits
         self._check_reads = check_reads  # commands run as a user who cannot read everything
+        self._exec_user = exec_user  # "" : the container's own user
         self._closed = False
         self._removal_pending = False
         self._daemon_lost = False
@@ -146,6 +154,9 @@ class DockerSandbox:
         when the daemon created it but its answer was lost (`DockerUnavailableError`).
         """
         limits = limits or ContainerLimits()
+        if limits.user == AUTO_USER:  # the image's agent user, if it names one, else root
+            labels = await docker_call(_image_labels, client, image)
+            limits = limits.model_copy(update={"user": resolve_user(limits.user, labels)})
         container = await docker_call(
             _run_container,
             client,
@@ -156,7 +167,12 @@ class DockerSandbox:
             name,
         )
         return cls(
-            client, container, workdir, exec_limits or ExecLimits(), check_reads=bool(limits.user)
+            client,
+            container,
+            workdir,
+            exec_limits or ExecLimits(),
+            check_reads=bool(limits.user),
+            exec_user=_exec_user(limits),
         )
 
     @property
@@ -218,7 +234,8 @@ class DockerSandbox:
         staged = _on_tmpfs(target)
         owner = await self._prepare_write(target, staging=staged)
         landing = PurePosixPath(_STAGING_DIR) / secrets.token_hex(8) if staged else target
-        archive = _single_file_tar(landing.name, content, owner)
+        # Off the loop: the content may be megabytes (an editor write).
+        archive = await asyncio.to_thread(_single_file_tar, landing.name, content, owner)
         try:
             ok = await self._call(self._container.put_archive, str(landing.parent), archive)
         except docker.errors.NotFound as exc:
@@ -236,7 +253,7 @@ class DockerSandbox:
             if moved.exit_code != 0:
                 raise SandboxError(f"could not write {target}: {moved.output.strip()}")
 
-    async def read_file(self, path: str) -> bytes:
+    async def read_file(self, path: str, *, max_bytes: int | None = None) -> bytes:
         self._check_usable()
         target = self._absolute(path)
         if self._check_reads:  # the archive API reads as root: read only what the user may
@@ -257,7 +274,9 @@ class DockerSandbox:
             if copied.exit_code != 0:
                 raise FileNotFoundError(f"{target} does not exist in the sandbox")
         try:
-            return await self._call(self._read_blocking, str(source))
+            return await self._call(self._read_blocking, str(source), max_bytes)
+        except FileTooLargeError as exc:
+            raise FileTooLargeError(str(target), exc.size_bytes, exc.max_bytes) from None
         except docker.errors.NotFound as exc:
             if await self.is_alive():
                 raise FileNotFoundError(f"{target} does not exist in the sandbox") from exc
@@ -343,6 +362,7 @@ class DockerSandbox:
                 stdin=False,
                 workdir=workdir,
                 environment=env,
+                user=self._exec_user,
             )["Id"]
             stopped = False
             for chunk in exec_frames(api.exec_start(exec_id, socket=True)):
@@ -370,11 +390,19 @@ class DockerSandbox:
         """SIGKILL the processes of the command tagged `tag` (errors: the container is going)."""
         api = self._client.api
         with contextlib.suppress(docker.errors.DockerException, *_TRANSPORT_ERRORS):
-            kill_id = api.exec_create(self._container.id, kill_tagged_argv(tag))["Id"]
+            kill_id = api.exec_create(
+                self._container.id, kill_tagged_argv(tag), user=self._exec_user
+            )["Id"]
             api.exec_start(kill_id)
 
-    def _read_blocking(self, path: str) -> bytes:
-        stream, _stat = self._container.get_archive(path)
+    def _read_blocking(self, path: str, max_bytes: int | None = None) -> bytes:
+        stream, stat = self._container.get_archive(path)
+        size = int(stat.get("size", 0))
+        if max_bytes is not None and size > max_bytes:
+            # The body is never read: dropping the unstarted generator drops the response, whose
+            # connection is closed rather than handed back half-read.
+            del stream
+            raise FileTooLargeError(path, size, max_bytes)
         with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as archive:
             member = archive.next()
             if member is None or not member.isfile():
@@ -411,14 +439,18 @@ class DockerSandbox:
     async def _remove_quietly(self) -> None:
         self._removal_pending = False
         try:
-            await asyncio.to_thread(self._container.remove, force=True, v=True)
-        except docker.errors.NotFound:
-            pass
+            outcome = await asyncio.to_thread(
+                remove_container_blocking, self._client, self.container_id
+            )
         except docker.errors.APIError as exc:
-            if exc.status_code != 409:  # 409: removal already in progress
-                raise SandboxError(f"could not remove container {self.container_id[:12]}") from exc
+            raise SandboxError(f"could not remove container {self.container_id[:12]}") from exc
         except _TRANSPORT_ERRORS:
             self._removal_pending = True  # the daemon is away: the next aclose() tries again
+            return
+        if outcome is RemovalOutcome.BUSY:
+            # Being removed elsewhere, or (right after a daemon restart) still being set up or
+            # torn down: the next aclose() looks again, so it is never left behind silently.
+            self._removal_pending = True
 
 
 _KEEPALIVE_STEP_S = 10
@@ -455,6 +487,25 @@ async def docker_call(blocking: Callable[..., T], *args: Any, **kwargs: Any) -> 
         ) from exc
 
 
+def _image_labels(client: docker.DockerClient, image: str) -> dict[str, str]:
+    """The labels of `image` (blocking); a missing image is an `ImageNotFoundError`."""
+    try:
+        found = client.images.get(image)
+    except docker.errors.ImageNotFound as exc:
+        raise ImageNotFoundError(
+            f"image {image!r} does not exist here; build it with `conductor images build`"
+        ) from exc
+    return dict(found.labels or {})
+
+
+def _exec_user(limits: ContainerLimits) -> str:
+    """The user commands run as: `user`, root when the keepalive has a user of its own, else
+    the container's own ("")."""
+    if limits.keepalive_user is None:
+        return ""
+    return limits.user or "0:0"
+
+
 def _keepalive_command(ttl_s: float) -> list[str]:
     """PID 1: sleeps in steps until `ttl_s` has passed; `wait` also reaps reparented orphans."""
     steps = max(1, math.ceil(ttl_s / _KEEPALIVE_STEP_S))
@@ -480,15 +531,10 @@ async def remove_container_named(client: docker.DockerClient, name: str) -> bool
         SandboxError: the daemon refused for another reason.
     """
     try:
-        container = await docker_call(client.containers.get, name)
-        await docker_call(container.remove, force=True, v=True)
-    except docker.errors.NotFound:
-        return True
+        outcome = await docker_call(remove_container_blocking, client, name)
     except docker.errors.APIError as exc:
-        if exc.status_code == 409:
-            return False
         raise SandboxError(f"could not remove container {name}: {exc.explanation}") from exc
-    return True
+    return outcome is not RemovalOutcome.BUSY
 
 
 _QUOTA_SUPPORT: dict[str, bool] = {}
@@ -545,7 +591,11 @@ def _run_container(
         options["network_mode"] = "none"
     if limits.runtime is not None:
         options["runtime"] = limits.runtime
-    if limits.user is not None:
+    if limits.init:
+        options["init"] = True
+    if limits.keepalive_user is not None:
+        options["user"] = limits.keepalive_user  # commands run as `user` (`_exec_user`)
+    elif limits.user is not None:
         options["user"] = limits.user
     if limits.read_only_root:
         options["read_only"] = True
@@ -576,6 +626,9 @@ def _run_container(
             f"image {image!r} does not exist here; build it with `conductor images build`"
         ) from exc
     except docker.errors.APIError as exc:
+        if name is not None:  # created but not started (or removed meanwhile): leave nothing
+            with contextlib.suppress(docker.errors.DockerException, *_TRANSPORT_ERRORS):
+                remove_container_blocking(client, name)
         raise SandboxError(
             f"could not start a container from {image!r}: {exc.explanation}"
         ) from exc

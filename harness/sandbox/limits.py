@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from collections.abc import Mapping
+
+from pydantic import Field, model_validator
 
 from foundation.config import FrozenConfig
 
-__all__ = ["ContainerLimits", "ExecLimits"]
+__all__ = ["AGENT_USER_LABEL", "AUTO_USER", "ContainerLimits", "ExecLimits", "resolve_user"]
+
+
+AUTO_USER = "auto"
+"""`ContainerLimits.user`: the image's agent user when it names one, else root."""
+AGENT_USER_LABEL = "aio-conductor.agent-user"
+"""An image label naming the `uid:gid` its workdir belongs to (set by the SWE task image build)."""
+
+
+def resolve_user(user: str | None, image_labels: Mapping[str, str] | None) -> str | None:
+    """The user commands run as: `user`, or for `auto` the image's agent user (None: root)."""
+    if user != AUTO_USER:
+        return user
+    return (image_labels or {}).get(AGENT_USER_LABEL) or None
 
 
 class ExecLimits(FrozenConfig):
@@ -68,12 +83,32 @@ class ContainerLimits(FrozenConfig):
         "never ask (MiB)",
     )
     user: str | None = Field(
-        None,
-        description="run PID 1 and every command as this user (`uid:gid`, or a name the image "
-        "knows) instead of the image's own (root in the shipped images, with every capability "
-        "dropped). The workdir must be writable by it (build SWE task images with "
-        "`images.agent_uid`); the file tools then read and write only what this user may, "
+        AUTO_USER,
+        description="run every command as this user (`uid:gid`, or a name the image knows) "
+        "instead of root (with every capability dropped). `auto`: the user the image names "
+        f"in its `{AGENT_USER_LABEL}` label (SWE task images built with `images.agent_uid`, "
+        "which `conductor run` sets to `auto_uid`), else root; None: root. The workdir must "
+        "be writable by the user; the file tools then read and write only what it may, "
         "which costs one check per file read",
+    )
+    auto_uid: int = Field(
+        1000,
+        ge=1,
+        description="with `user: auto`, the uid (and gid) `conductor run` hands the workdir of "
+        "the task images it builds to, so that their commands run as it",
+    )
+    init: bool = Field(
+        True,
+        description="run docker-init (tini) as PID 1 (`docker run --init`): it reaps orphaned "
+        "processes and forwards signals to the keepalive loop under it",
+    )
+    keepalive_user: str | None = Field(
+        "65534:65534",
+        description="the user of PID 1 and of the keepalive loop that keeps the container up "
+        "(nobody). Commands run as `user` (root when unset) and, with every capability "
+        "dropped (no CAP_KILL), cannot signal another user's processes: `kill -9 -1` ends the "
+        "agent's own processes, never the container. None: PID 1 runs as `user` (the image's "
+        "user when unset), and with `init` a `kill -9 -1` by that user stops the container",
     )
     read_only_root: bool = Field(
         False,
@@ -96,3 +131,14 @@ class ContainerLimits(FrozenConfig):
         ge=60,
         description="a container older than this is removed by the reaper, owner alive or not",
     )
+
+    @model_validator(mode="after")
+    def _keepalive_apart_from_commands(self) -> ContainerLimits:
+        commands = self.user if self.user not in (None, AUTO_USER) else "0:0"
+        if self.keepalive_user is not None and self.keepalive_user in (commands, "root", "0"):
+            raise ValueError(
+                f"keepalive_user {self.keepalive_user!r} is the user commands run as "
+                f"({commands!r}): a command could then kill the keepalive loop and the "
+                "container with it; choose another user (65534:65534 is nobody), or null"
+            )
+        return self

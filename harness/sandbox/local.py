@@ -19,7 +19,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
-from harness.errors import SandboxDeadError, SandboxError
+from harness.errors import FileTooLargeError, SandboxDeadError, SandboxError
 from harness.sandbox.base import (
     ExecResult,
     OutputCap,
@@ -148,11 +148,15 @@ class LocalSandbox:
         target.parent.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(target.write_bytes, content)
 
-    async def read_file(self, path: str) -> bytes:
+    async def read_file(self, path: str, *, max_bytes: int | None = None) -> bytes:
         self._check_open()
         target = self.host_path(path)
         if not target.is_file():
             raise FileNotFoundError(f"{path} does not exist in the sandbox")
+        if max_bytes is not None:
+            size = target.stat().st_size
+            if size > max_bytes:
+                raise FileTooLargeError(path, size, max_bytes)
         return await asyncio.to_thread(target.read_bytes)
 
     async def is_alive(self) -> bool:

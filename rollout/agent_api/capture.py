@@ -138,13 +138,14 @@ class CaptureSession:
                 observation, _ = await self._lease.areset(options=self._reset_options)
             except SandboxError as exc:
                 raise EnvSessionError(f"the env could not reset: {exc}") from exc
-        self._token = self._server.register(self._on_call)
+        endpoint = self._server.register(self._on_call)
+        self._token = endpoint.token
         opening = [{"role": "user", "content": observation}] if observation else []
         if self._system_prompt:
             opening.insert(0, {"role": "system", "content": self._system_prompt})
         context = AgentContext(
             base_url=self._server.base_url(self._token),
-            api_key=self._token,
+            api_key=endpoint.api_key,
             model=self._server.model,
             sample_id=self._sample_id,
             messages=tuple(opening),

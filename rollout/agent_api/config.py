@@ -21,6 +21,12 @@ class AgentApiConfig(FrozenConfig):
     host: str = Field(default="127.0.0.1", description="Address the endpoint listens on.")
     port: int = Field(default=0, ge=0, le=65535, description="Its port; 0: a free one.")
     model: str = Field(default="conductor", description="Model name the endpoint reports.")
+    max_body_mb: float = Field(
+        default=8.0,
+        gt=0,
+        description="Largest chat call body accepted (a larger one gets 413 before it is "
+        "read): parsing and tokenizing an agent's call happen on the run's event loop (MB).",
+    )
     call_timeout_s: float = Field(
         default=600.0,
         gt=0,

@@ -47,7 +47,8 @@ def build(
         "--agent-uid",
         min=1,
         help="hand /testbed to this uid in the task images, for agents that run as "
-        "pool.container.user (`conductor run` does this itself when that user is numeric)",
+        "pool.container.user (`conductor run` builds its own: with the default user `auto`, "
+        "for pool.container.auto_uid, 1000)",
     ),
     force: bool = typer.Option(False, "--force", help="rebuild the base image even if it exists"),
 ) -> None:

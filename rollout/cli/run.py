@@ -170,8 +170,10 @@ def _run_with_progress(
                     on_backend=announce,
                     resume_from=checkpoint,
                     metrics_port=metrics_port,
+                    keep_batches=False,  # outlines only: a long run's memory stays flat
                 ),
                 stopping,
+                stop_timeout_s=plan.config.watchdog.stop_timeout_s,
             )
         except Interrupted as stopped:
             console.print(
@@ -212,16 +214,17 @@ def _steps_table(result: RunResult, plan: RunPlan) -> Table:
     )
     for column in ("step", "T_next", "trainer wait", "staleness", "mean reward", "rewards"):
         table.add_column(column, justify="right" if column != "rewards" else "left")
-    for batch, t_next in zip(result.batches, result.summary.t_next_s, strict=True):
-        mean = batch.rewards_mean()
+    for step, t_next in zip(result.steps, result.summary.t_next_s, strict=True):
+        mean = step.rewards_mean
         rewards = " | ".join(
-            " ".join(_reward_text(t.reward, t.infra_error) for t in group) for group in batch.groups
+            " ".join(_reward_text(reward, error) for reward, error in group)
+            for group in step.rewards
         )
         table.add_row(
-            str(batch.step),
+            str(step.step),
             f"{t_next:.1f} s",
-            f"{batch.wait_s:.1f} s",
-            ",".join(str(value) for value in batch.staleness()),
+            f"{step.wait_s:.1f} s",
+            ",".join(str(value) for value in step.staleness),
             "—" if mean is None else f"{mean:.2f}",
             rewards,
         )
@@ -237,7 +240,7 @@ def _reward_text(reward: float | None, infra_error: str | None) -> str:
 def _print_totals(result: RunResult) -> None:
     summary = result.summary
     console.print(
-        f"{len(result.batches)} steps in {result.elapsed_s:.1f} s; mean T_next "
+        f"{len(result.steps)} steps in {result.elapsed_s:.1f} s; mean T_next "
         f"{summary.mean_t_next_s:.1f} s; {summary.samples} samples consumed "
         f"({summary.infra_failures} with infra errors, shown as x); "
         f"{summary.preemptions} preemptions, {summary.interruptions} interruptions; "

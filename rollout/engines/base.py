@@ -21,6 +21,7 @@ from foundation.errors import ConductorError
 __all__ = [
     "Engine",
     "EngineError",
+    "EngineGoneError",
     "EngineStats",
     "FinishReason",
     "GenerateRequest",
@@ -35,6 +36,15 @@ __all__ = [
 
 class EngineError(ConductorError):
     """The engine failed (unreachable, crashed, protocol violation). The caller retries the turn."""
+
+
+class EngineGoneError(EngineError):
+    """No endpoint of the engine has answered for longer than its outage limit.
+
+    Unlike its parent this is not one turn's bad luck: no sample can generate, so the agent
+    loop does not turn it into an infra error and retry; it ends the run (one line, with the
+    resume command: the last checkpoint is kept).
+    """
 
 
 class FinishReason(StrEnum):

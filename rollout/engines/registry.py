@@ -19,9 +19,8 @@ There is no global registry. Unknown names get an error that lists the registere
 
 from __future__ import annotations
 
+import asyncio
 import difflib
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +30,7 @@ from foundation.config import FrozenConfig
 from foundation.errors import ConfigError
 from foundation.loading import is_object_spec, load_object
 from rollout.engines.base import Engine, EngineError
-from rollout.engines.sglang import SGLangEngineConfig, connect_sglang_engines
+from rollout.engines.sglang import SGLangEngineConfig, connect_sglang_engines, probe_endpoints
 from rollout.engines.sim.config import KVBackendKind, SchedulePolicy, SimEngineConfig
 from rollout.engines.sim.factory import build_sim_engine
 from rollout.engines.sim.served_model import ServedModelConfig
@@ -150,23 +149,18 @@ class SGLangBackend:
         return await connect_sglang_engines(config, encode=context.encode)
 
     def probe(self, config: FrozenConfig) -> None:
-        """Check, in `connect_timeout_s` per endpoint, that every server answers HTTP at all
-        (before a run makes its directory); `EngineError` names the first that does not."""
+        """Check, every endpoint at once within `probe_timeout_s`, that each server answers
+        (before a run makes its directory); `EngineError` names those that do not. A hung
+        server is told apart from a live one in seconds, not after a connect timeout each."""
         assert isinstance(config, SGLangEngineConfig)
-        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # no proxy
-        for url in config.endpoints:
-            try:
-                with direct.open(url + "/health", timeout=config.connect_timeout_s):
-                    pass
-            except urllib.error.HTTPError:
-                continue  # it answered (an error status is still an answer)
-            except (OSError, ValueError) as exc:
-                reason = getattr(exc, "reason", exc)
-                raise EngineError(
-                    f"no engine answers at {url} ({reason}, within {config.connect_timeout_s:g} "
-                    "s): start it (`conductor serve-sim`, or docs/sglang.md for a model) or fix "
-                    "engine.endpoints"
-                ) from None
+        probes = asyncio.run(probe_endpoints(config))
+        silent = [probe for probe in probes if probe.error is not None]
+        if silent:
+            listed = "; ".join(f"{probe.url} ({probe.error})" for probe in silent)
+            raise EngineError(
+                f"no engine answers at {listed} within {config.probe_timeout_s:g} s: start it "
+                "(`conductor serve-sim`, or docs/sglang.md for a model) or fix engine.endpoints"
+            )
 
 
 BackendFactory = Callable[[], EngineBackend]

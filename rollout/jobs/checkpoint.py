@@ -20,6 +20,7 @@ from typing import Any
 
 from rollout.errors import RolloutError, RunFileWriteError
 from rollout.observe.run_dir import RunDir
+from rollout.trajectories.writers import UNCONSUMED_JSONL
 
 __all__ = [
     "CHECKPOINT_FILE",
@@ -127,7 +128,8 @@ def prepare_resume(root: Path, checkpoint: Checkpoint | None) -> set[str]:
 
     `steps.jsonl` keeps its first `steps_done` steps, `trajectories.jsonl` the groups they
     consumed (a group finished but not consumed, or consumed by a step the checkpoint does not
-    count, is run again). events.jsonl and timeseries.jsonl are kept as they are.
+    count, is run again; `unconsumed.jsonl` goes). events.jsonl and timeseries.jsonl are kept
+    as they are.
     """
     run_dir = RunDir(root)
     steps_done = 0 if checkpoint is None else checkpoint.steps_done
@@ -139,6 +141,8 @@ def prepare_resume(root: Path, checkpoint: Checkpoint | None) -> set[str]:
         )
     consumed = {group for _, record in kept_steps for group in record["groups"]}
     _filter_lines(run_dir.trajectories_path, lambda record: record.get("group_id") in consumed)
+    # The groups no step consumed are run again: the old copies would only mislead.
+    (root / UNCONSUMED_JSONL).unlink(missing_ok=True)
     return consumed
 
 

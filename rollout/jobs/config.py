@@ -16,6 +16,7 @@ from pydantic import Field, field_validator, model_validator
 from envs.swe.datasets import DatasetConfig
 from envs.swe.tool_formats import ToolFormat
 from foundation.config import ConfigRef, FrozenConfig
+from harness.loop_watchdog import LoopWatchdogConfig
 from rollout.agent_api.config import AgentApiConfig
 from rollout.core.config import AsyncFactor
 from rollout.core.sources import TaskSourceConfig
@@ -287,6 +288,11 @@ class RunConfig(FrozenConfig):
         default_factory=AgentApiConfig,
         description="A bring-your-own agent that plays each sample through an OpenAI-compatible "
         "endpoint (`agent_api.agent`); off by default (the native agent loop).",
+    )
+    watchdog: LoopWatchdogConfig = Field(
+        default_factory=LoopWatchdogConfig,
+        description="Event-loop stalls recorded in events.jsonl (phase loop_stall), and how "
+        "long a signalled stop may take.",
     )
     out_dir: str = Field(
         default="runs", min_length=1, description="Parent of the run directory (working dir)."

@@ -30,6 +30,7 @@ from foundation.clock import LoopClock
 from harness.events import EventBus
 from harness.fleet import LeasePool
 from harness.fleet.build import build_pool
+from harness.loop_watchdog import LoopWatchdog
 from rollout.agent_api.server import AgentApiServer
 from rollout.agent_api.sessions import CaptureSessions
 from rollout.core.admission import AdmissionController
@@ -51,20 +52,22 @@ from rollout.runtime.conductor import Conductor
 from rollout.runtime.env_session import SampleRef, SessionFactory, SourcedSessions
 from rollout.runtime.pool_sessions import PooledEnv, PoolSessions
 from rollout.standins.scripted_agent import ScriptedSWEAgent
-from rollout.trajectories.batch import Batch
+from rollout.trajectories.batch import Batch, BatchOutline
 
 __all__ = ["RunResult", "reachable_prompts", "run_job"]
 
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
-    """What `conductor run` prints: the batches, their summary and where the run was written."""
+    """What `conductor run` prints: each step's outline (and its whole batch, when kept), their
+    summary and where the run was written."""
 
-    batches: tuple[Batch, ...]
+    batches: tuple[Batch, ...]  # every step's, or () when the run was told not to keep them
     summary: RunSummary
     run_dir: Path
     backend: str
     elapsed_s: float
+    steps: tuple[BatchOutline, ...] = ()
 
 
 def reachable_prompts(admission: AdmissionController, reach: int) -> set[int]:
@@ -85,12 +88,14 @@ async def run_job(
     on_backend: Callable[[str], None] | None = None,
     resume_from: Checkpoint | None = None,
     metrics_port: int = 0,
+    keep_batches: bool = True,
 ) -> RunResult:
     """Run the plan's remaining training steps, writing `run_dir` (a checkpoint after each).
 
     With `resume_from` (the run directory already cut back by `prepare_resume`) the run
     continues from that step. `metrics_port` > 0 serves the scheduler's health metrics live on
-    /metrics (Prometheus).
+    /metrics (Prometheus). `keep_batches=False` keeps only each step's outline (a long run's
+    memory stays flat).
     """
     spec = _sandbox_spec(plan)
     runtime = spec.build()
@@ -100,8 +105,9 @@ async def run_job(
             on_backend(runtime.backend.name)
         images = await _prepare_images(plan, runtime)
         return await _run_with_images(
-            plan, run_dir, spec, runtime, images, on_batch, resume_from, metrics_port
-        )
+            plan, run_dir, spec, runtime, images, on_batch, resume_from, metrics_port,
+            keep_batches,
+        )  # fmt: skip
     finally:
         runtime.close()
 
@@ -110,7 +116,7 @@ def _sandbox_spec(plan: RunPlan) -> SandboxSpec:
     pool = plan.pool
     return SandboxSpec(
         pool.backend,
-        TaskImageConfig(agent_uid=numeric_uid(pool.container.user)),
+        TaskImageConfig(agent_uid=numeric_uid(pool.container.user, pool.container.auto_uid)),
         pool.workdir,
         pool.container,
         pool.exec,
@@ -147,6 +153,7 @@ async def _run_with_images(
     on_batch: Callable[[Batch], None] | None,
     resume_from: Checkpoint | None,
     metrics_port: int,
+    keep_batches: bool,
 ) -> RunResult:
     clock, bus = LoopClock(), EventBus()
     resumed_at_s = 0.0 if resume_from is None else resume_from.last_step_t_s
@@ -164,6 +171,7 @@ async def _run_with_images(
         effective_config=plan.effective_config(),
     )
     recorder.attach(bus)
+    watchdog = LoopWatchdog(plan.config.watchdog, bus, clock).start()  # stalls into events.jsonl
     health = RunHealth(
         starvation_bound_s=plan.rollout.scheduler.starvation_bound_s,
         step_budget_s=plan.config.conductor.deadline.step_budget_s,
@@ -172,7 +180,7 @@ async def _run_with_images(
     try:
         return await _rollout(
             plan, run_dir, spec, runtime, images, recorder, health, clock, bus, on_batch,
-            resume_from,
+            resume_from, keep_batches,
         )  # fmt: skip
     except asyncio.CancelledError:
         if recorder.write_failure is None:
@@ -180,6 +188,7 @@ async def _run_with_images(
         main_task.uncancel()  # the cancel was ours: the run stops with the disk error
         raise recorder.write_failure from None
     finally:
+        watchdog.stop()
         health.close()
         recorder.close()
 
@@ -196,6 +205,7 @@ async def _rollout(
     bus: EventBus,
     on_batch: Callable[[Batch], None] | None,
     resume_from: Checkpoint | None,
+    keep_batches: bool,
 ) -> RunResult:
     """Steps 2-4 of the module docstring."""
     config = plan.config
@@ -206,10 +216,13 @@ async def _rollout(
         if plan.backend.needs_token_model
         else None
     )
-    batches: list[Batch] = []  # a few small groups: kept whole for the caller
+    batches: list[Batch] = []  # whole, for the caller (unless keep_batches is False)
+    outlines: list[BatchOutline] = []
 
     def record(batch: Batch) -> None:
-        batches.append(batch)
+        if keep_batches:
+            batches.append(batch)
+        outlines.append(batch.outline())
         if on_batch is not None:
             on_batch(batch)
 
@@ -263,7 +276,9 @@ async def _rollout(
         elapsed_s=outcome.elapsed_s,
         busy_s=None if outcome.busy_s is None else sum(outcome.busy_s.values()),
     )
-    return RunResult(tuple(batches), summary, run_dir, runtime.backend.name, outcome.elapsed_s)
+    return RunResult(
+        tuple(batches), summary, run_dir, runtime.backend.name, outcome.elapsed_s, tuple(outlines)
+    )
 
 
 @contextlib.asynccontextmanager
@@ -369,5 +384,7 @@ async def _agent_server(plan: RunPlan) -> AsyncIterator[AgentApiServer | None]:
     if not config.agent:
         yield None
         return
-    async with AgentApiServer(config.model, config.host, config.port) as server:
+    async with AgentApiServer(
+        config.model, config.host, config.port, max_body_mb=config.max_body_mb
+    ) as server:
         yield server

@@ -1,7 +1,8 @@
 """`RunRecorder`: writes a run directory while the run goes (layout: `rollout.observe.run_dir`).
 
 config.yaml at once; events.jsonl from the event bus; steps.jsonl per training batch;
-timeseries.jsonl per engine sample; trajectories.jsonl through the sink's JSONL writer
+timeseries.jsonl per engine sample; trajectories.jsonl (the groups each step consumed) and
+unconsumed.jsonl (those no step consumed, at the end) through the sink's writer
 (`trajectory_writers`); decisions.jsonl through `decision_log()` (its times are the
 scheduler's own clock readings, so that replay feeds it the same events). Every other time in
 the directory is seconds since the recorder's origin (the run start), whatever clock produced it.
@@ -22,7 +23,7 @@ from rollout.errors import RunFileWriteError
 from rollout.observe.run_dir import TRAJECTORIES_FILE, JsonlAppender, RunDir
 from rollout.observe.run_records import StepRecord
 from rollout.trajectories.batch import Batch
-from rollout.trajectories.writers import JsonlTrajectoryWriter, TrajectoryWriter
+from rollout.trajectories.writers import ConsumedJsonlWriter, TrajectoryWriter
 
 __all__ = ["RunRecorder", "step_record"]
 
@@ -66,6 +67,7 @@ class RunRecorder:
         self._steps = self.run_dir.open_log("steps", flush_each_record=True)
         self._timeseries = self.run_dir.open_log("timeseries")
         self._decisions: JsonlAppender | None = None
+        self._trajectories: ConsumedJsonlWriter | None = None
         self._unsubscribe: list[Any] = []
 
     @property
@@ -73,8 +75,11 @@ class RunRecorder:
         return self.run_dir.root
 
     def trajectory_writers(self, *, fsync: bool = False) -> list[TrajectoryWriter]:
-        """The sink writer that fills trajectories.jsonl."""
-        return [JsonlTrajectoryWriter(self.root / TRAJECTORIES_FILE, fsync=fsync)]
+        """The sink writer that fills trajectories.jsonl with the groups each step consumed
+        (and unconsumed.jsonl, at the end, with those no step consumed): `step` tells it."""
+        if self._trajectories is None:
+            self._trajectories = ConsumedJsonlWriter(self.root / TRAJECTORIES_FILE, fsync=fsync)
+        return [self._trajectories]
 
     def attach(self, bus: EventBus) -> None:
         """Record every step event published on `bus`."""
@@ -99,8 +104,11 @@ class RunRecorder:
             self._on_write_failure(exc)
 
     def step(self, batch: Batch) -> StepRecord:
-        """Record a training batch; returns the record written."""
+        """Record a training batch (and its groups in trajectories.jsonl); returns the record
+        written."""
         record = step_record(batch, self.origin_s)
+        if self._trajectories is not None:
+            self._trajectories.consumed(batch.group_ids, batch.step)
         self._steps.append(record.to_dict())
         return record
 

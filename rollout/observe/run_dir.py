@@ -5,7 +5,9 @@ One run writes one directory::
     RUN_DIR/
       config.yaml          resolved configuration (written by the conductor)
       events.jsonl         one `StepEvent.to_dict()` per line
-      trajectories.jsonl   the sink's JSONL writer output (one line per group)
+      trajectories.jsonl   the sink's JSONL writer output (one line per group; in a training
+                           run, the groups a step consumed, each with its `step`)
+      unconsumed.jsonl     a training run's groups that finished but no step consumed
       steps.jsonl          one `StepRecord` per training step
       timeseries.jsonl     one `TimeseriesSample` per engine every sample interval
       decisions.jsonl      every scheduler event and decision (rollout/core/decision_log.py)

@@ -13,8 +13,9 @@ runs (DESIGN.md §3). One `AgentLoop.run()` plays one attempt of one sample::
 The loop reports every transition to its `LoopHost` (the conductor), which feeds the pure
 scheduler and hands back `GenerationTicket`s. The trajectory keeps the engine's exact ids,
 logprobs and per-token policy versions. An `EngineError` or an infrastructure failure ends the
-attempt with `infra_error` set (the conductor retries the sample); a cancellation leaves the
-scheduler cleanly and releases the env.
+attempt with `infra_error` set (the conductor retries the sample), except `EngineGoneError`
+(no endpoint answers any more), which ends the run; a cancellation leaves the scheduler
+cleanly and releases the env.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from rollout.core.scheduler_events import (
 from rollout.core.types import SampleProgress, Trajectory, Turn
 from rollout.engines.base import (
     EngineError,
+    EngineGoneError,
     FinishReason,
     GenerateRequest,
     GenerateResult,
@@ -123,6 +125,8 @@ class AgentLoop:
             self._in_scheduler = True
             try:
                 return await self._episode()
+            except EngineGoneError:
+                raise  # no sample can generate: the run ends (not retried sample by sample)
             except EngineError as exc:
                 data = {"message": str(exc), "cause": "engine_error"}
                 self._emit(Phase.INFRA_ERROR, self._now(), data)

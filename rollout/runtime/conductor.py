@@ -55,7 +55,7 @@ from rollout.core.scheduler_events import (
 from rollout.core.sources import SourcePrompts
 from rollout.core.tool_latency import ToolLatencyEstimator
 from rollout.core.types import Group, SampleProgress, Trajectory, make_sample_id
-from rollout.engines.base import Engine, GenerateRequest, GenerateResult
+from rollout.engines.base import Engine, EngineError, GenerateRequest, GenerateResult
 from rollout.errors import RolloutError
 from rollout.observe.timeseries import EngineCounters, TimeseriesSampler
 from rollout.runtime.agent_loop import AgentLoop
@@ -257,8 +257,8 @@ class Conductor(StepDeadlines, RetiredGroups, ShedGroups):
         The arguments are the exception leaving the `async with` block, if any; a task that
         failed is re-raised here (in an exception group), never lost. When every failure is
         a known one (`HarnessError`: the Docker daemon is gone; `RolloutError`: the disk is
-        full), the first is raised as itself, so the CLI can print its message instead of a
-        group traceback.
+        full; `EngineError`: the engine stopped answering, e.g. at a weight update), the first
+        is raised as itself, so the CLI can print its message instead of a group traceback.
         """
         tasks, self._tasks = self._tasks, None
         if tasks is None:
@@ -268,7 +268,7 @@ class Conductor(StepDeadlines, RetiredGroups, ShedGroups):
         try:
             await tasks.__aexit__(exc_type, exc, tb)
         except BaseExceptionGroup as group:
-            known, rest = group.split((HarnessError, RolloutError))
+            known, rest = group.split((HarnessError, RolloutError, EngineError))
             if known is None or rest is not None:
                 raise
             raise _first_leaf(known) from group

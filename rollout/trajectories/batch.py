@@ -19,7 +19,7 @@ from rollout.trajectories.tokenizer import Tokenizer
 if TYPE_CHECKING:
     from rollout.trajectories.trainer_api import TrainBatch
 
-__all__ = ["Batch", "group_staleness"]
+__all__ = ["Batch", "BatchOutline", "group_staleness"]
 
 
 def group_staleness(group: Sequence[Trajectory], policy_version: int) -> int:
@@ -29,6 +29,19 @@ def group_staleness(group: Sequence[Trajectory], policy_version: int) -> int:
         versions.update(trajectory.versions)  # a set in C: the versions are few, tokens many
     versions.discard(NO_VERSION)
     return policy_version - min(versions) if versions else 0
+
+
+@dataclass(frozen=True, slots=True)
+class BatchOutline:
+    """What a step's summary line needs of its batch, without the token arrays: a long run
+    keeps one of these per step instead of whole batches (issue 28: keeping every batch grew
+    a run's memory by about 1.5 MB a step)."""
+
+    step: int
+    wait_s: float
+    staleness: tuple[int, ...]
+    rewards_mean: float | None
+    rewards: tuple[tuple[tuple[float | None, str | None], ...], ...]  # (reward, infra_error)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +84,16 @@ class Batch:
         """Mean reward over trainable samples (None if there are none)."""
         rewards = [t.reward for t in self.trajectories if t.is_trainable and t.reward is not None]
         return sum(rewards) / len(rewards) if rewards else None
+
+    def outline(self) -> BatchOutline:
+        """This batch's summary, without its trajectories."""
+        return BatchOutline(
+            step=self.step,
+            wait_s=self.wait_s,
+            staleness=tuple(self.staleness()),
+            rewards_mean=self.rewards_mean(),
+            rewards=tuple(tuple((t.reward, t.infra_error) for t in group) for group in self.groups),
+        )
 
     def advantages(self, config: TrainerApiConfig) -> dict[str, float]:
         """GRPO advantage per trainable sample id."""

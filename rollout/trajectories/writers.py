@@ -6,6 +6,10 @@
 * Parquet: Parquet files cannot be appended to, and a file without its footer is unreadable, so
   each flush writes a new part file (``part-000000.parquet``, …) under a temporary name, fsyncs
   it and renames it into place (an atomic `os.replace`). Readers ignore temporary files.
+* A training run's JSONL (`ConsumedJsonlWriter`): `trajectories.jsonl` holds exactly the
+  groups a training step consumed, each line with that `step`; the groups that finished but no
+  step consumed go to `unconsumed.jsonl` (`"step": null`) when the run ends, so no file mixes
+  what was trained on with what was not (issue 28: 3 of 4 runs did, without saying so).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -24,6 +29,8 @@ from rollout.core.types import Trajectory
 from rollout.errors import RunFileWriteError, SinkError, TrajectoryError
 
 __all__ = [
+    "UNCONSUMED_JSONL",
+    "ConsumedJsonlWriter",
     "JsonlTrajectoryWriter",
     "ParquetTrajectoryWriter",
     "TrajectoryWriter",
@@ -33,6 +40,8 @@ __all__ = [
 ]
 
 _JSONL_NAME = "trajectories.jsonl"
+UNCONSUMED_JSONL = "unconsumed.jsonl"
+"""Beside trajectories.jsonl: the groups that finished but no training step consumed."""
 _PARQUET_DIR = "parquet"
 _PART_PREFIX = "part-"
 _PART_SUFFIX = ".parquet"
@@ -81,21 +90,29 @@ class JsonlTrajectoryWriter:
         self._failed = False
         self._path.parent.mkdir(parents=True, exist_ok=True)
         _truncate_torn_tail(self._path)
-        self._file = self._path.open("a", encoding="utf-8")
+        self._file = self._path.open("ab")
 
     @property
     def path(self) -> Path:
         return self._path
 
     def write_group(self, group: Sequence[Trajectory]) -> None:
+        self.write_record(group)
+
+    def write_record(self, group: Sequence[Trajectory], **fields: Any) -> None:
+        """Write `group` as one line, with `fields` beside its group id (e.g. `step`)."""
         if self._file.closed:
             raise SinkError(f"{self._path} is closed; create a new writer to append")
         record = {
             "group_id": _group_id(group),
+            **fields,
             "trajectories": [trajectory.to_dict() for trajectory in group],
         }
+        # orjson: a group of 4 x 20k tokens encodes in 8 ms instead of json's 176 ms, on the
+        # event loop's thread (issue 28's soak saw json's encoder hold the loop for seconds).
+        line = orjson.dumps(record) + b"\n"
         try:
-            self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
+            self._file.write(line)
             self._file.flush()
             if self._fsync:
                 os.fsync(self._file.fileno())
@@ -112,6 +129,57 @@ class JsonlTrajectoryWriter:
         except OSError as exc:
             if not self._failed:
                 raise RunFileWriteError.of(self._path, exc) from exc
+
+
+class ConsumedJsonlWriter:
+    """The trajectories of a training run, by consumption; see the module docstring.
+
+    The sink hands it each group when the group completes (`write_group`); it keeps the group
+    until the trainer takes it (`consumed`), then writes it to `trajectories.jsonl` with the
+    step. At `close` the groups still kept are written to `unconsumed.jsonl`. What it keeps is
+    what the sink's ready queue holds anyway (at most `async_factor` batches). After a
+    `kill -9` the kept groups are not on disk: a resumed run runs them again.
+    """
+
+    def __init__(self, path: str | Path, *, fsync: bool = True) -> None:
+        self._consumed = JsonlTrajectoryWriter(path, fsync=fsync)
+        self._unconsumed_path = Path(path).with_name(UNCONSUMED_JSONL)
+        self._fsync = fsync
+        self._kept: dict[str, tuple[Trajectory, ...]] = {}
+        self._closed = False
+
+    @property
+    def path(self) -> Path:
+        return self._consumed.path
+
+    def write_group(self, group: Sequence[Trajectory]) -> None:
+        if self._closed:
+            raise SinkError(f"{self.path} is closed; create a new writer to append")
+        self._kept[_group_id(group)] = tuple(group)
+
+    def consumed(self, group_ids: Sequence[str], step: int) -> None:
+        """Training step `step` consumed these groups: write them, with the step."""
+        for group_id in group_ids:
+            group = self._kept.pop(group_id, None)
+            if group is not None:
+                self._consumed.write_record(group, step=step)
+
+    def close(self) -> None:
+        """Write the groups no step consumed to `unconsumed.jsonl`, then close; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._kept:
+                unconsumed = JsonlTrajectoryWriter(self._unconsumed_path, fsync=self._fsync)
+                try:
+                    for group in self._kept.values():
+                        unconsumed.write_record(group, step=None)
+                finally:
+                    unconsumed.close()
+                self._kept.clear()
+        finally:
+            self._consumed.close()
 
 
 def read_jsonl_groups(path: str | Path) -> Iterator[tuple[Trajectory, ...]]:

@@ -9,6 +9,7 @@ import struct
 import threading
 import time
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import pytest
 from docker.types.daemon import CancellableStream
@@ -67,3 +68,22 @@ def test_a_stream_cut_inside_a_frame_yields_what_arrived() -> None:
     writer.sendall(_frame(b"complete") + _frame(b"cut short")[:-5])
     writer.close()
     assert b"".join(exec_frames(reader)) == b"completecut "
+
+
+def test_frames_the_http_reader_already_buffered_are_not_lost() -> None:
+    """Issue 28: a fast command's output can arrive in the same read as the HTTP headers; the
+    header parser's buffered reader then holds it, under which docker-py hands the raw
+    socket over. `echo ok` came back empty (exit 0) in 4 of 100 first commands."""
+    ours, daemon = socket.socketpair()
+    daemon.sendall(b"HTTP/1.1 101 UPGRADED\r\n\r\n" + _frame(b"ok\n") + _frame(b"more\n"))
+    buffered = ours.makefile("rb")
+    assert buffered.readline() == b"HTTP/1.1 101 UPGRADED\r\n"  # reads everything sent so far
+    assert buffered.readline() == b"\r\n"
+    threading.Thread(target=_send_slowly, args=(daemon, _frame(b"tail\n"))).start()
+
+    # What exec_start(socket=True) returns: a SocketIO with its response attached.
+    response = SimpleNamespace(raw=SimpleNamespace(_fp=SimpleNamespace(fp=buffered)))
+    response.close = buffered.close
+    stream = SimpleNamespace(_sock=ours, _response=response, close=ours.close)
+    ours.settimeout(30)
+    assert b"".join(exec_frames(stream)) == b"ok\nmore\ntail\n"

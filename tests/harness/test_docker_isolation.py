@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import logging
 from collections.abc import AsyncIterator
 
@@ -12,6 +13,7 @@ from harness.errors import SandboxDeadError, SandboxError
 from harness.sandbox import ContainerLimits, ExecLimits
 from harness.sandbox import docker as docker_sandbox
 from harness.sandbox.docker import DockerSandbox, storage_quota_supported
+from harness.sandbox.limits import AGENT_USER_LABEL
 
 pytestmark = pytest.mark.docker
 
@@ -147,3 +149,72 @@ async def test_an_unavailable_runtime_is_a_clear_sandbox_error(
     limits = ContainerLimits(runtime="no-such-runtime")
     with pytest.raises(SandboxError, match=r"(?i)runtime"):
         await DockerSandbox.create(docker_client, base_image, limits=limits)
+
+
+async def test_pid_1_is_docker_init_and_it_and_the_keepalive_run_as_nobody(
+    box: DockerSandbox,
+) -> None:
+    """Issue 28: the README said `--init`, but PID 1 was the `sh` loop (HostConfig.Init unset)."""
+    init = await box.exec("tr '\\0' ' ' < /proc/1/cmdline; echo; stat -c %u /proc/1", timeout_s=10)
+    cmdline, owner = init.output.splitlines()
+    assert "docker-init" in cmdline and owner == "65534"
+    assert (await box.exec("id -u", timeout_s=10)).output.strip() == "0"  # commands: root
+
+
+async def test_kill_minus_one_by_root_ends_its_own_processes_not_the_container(
+    box: DockerSandbox,
+) -> None:
+    """Without CAP_KILL, root cannot signal nobody's init and keepalive: the agent's own
+    `kill -9 -1` is its failure, never an infra error."""
+    await box.exec("sleep 300 >/dev/null 2>&1 &", timeout_s=10)
+    await box.exec("kill -9 -1; true", timeout_s=10)
+    assert await box.is_alive()
+    await _still_works(box)
+
+
+async def test_orphans_are_reaped_by_init(box: DockerSandbox) -> None:
+    await box.exec("(sleep 0.2 &) ; (true &) ; exit 0", timeout_s=10)
+    await box.exec("sleep 1", timeout_s=10)
+    zombies = await box.exec(
+        "for f in /proc/[0-9]*/status; do grep -q '^State:.*Z' $f && echo z; done; true",
+        timeout_s=10,
+    )
+    assert zombies.output.strip() == ""
+
+
+def test_a_keepalive_user_equal_to_the_command_user_is_refused() -> None:
+    with pytest.raises(ValueError, match="could then kill the keepalive"):
+        ContainerLimits(user="1000:1000", keepalive_user="1000:1000")
+    with pytest.raises(ValueError, match="could then kill the keepalive"):
+        ContainerLimits(keepalive_user="0:0")
+
+
+@pytest.fixture(scope="module")
+def agent_user_image(docker_client: docker.DockerClient, base_image: str) -> str:
+    """The base image with /testbed handed to 1000 and the label that says so, as the SWE task
+    images `conductor run` builds."""
+    dockerfile = (
+        f"FROM {base_image}\nRUN chown -R 1000:1000 /testbed\n"
+        f'LABEL {AGENT_USER_LABEL}="1000:1000"\n'
+    )
+    tag = "aio-conductor/test-agent-user:1"
+    docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True)
+    return tag
+
+
+@pytest.mark.parametrize(("labelled", "uid"), [(True, "1000"), (False, "0")])
+async def test_by_default_commands_run_as_the_images_agent_user_else_root(
+    docker_client: docker.DockerClient,
+    base_image: str,
+    agent_user_image: str,
+    labelled: bool,
+    uid: str,
+) -> None:
+    image = agent_user_image if labelled else base_image
+    box = await DockerSandbox.create(docker_client, image, limits=LIMITS, exec_limits=EXEC)
+    try:
+        assert (await box.exec("id -u", timeout_s=10)).output.strip() == uid
+        await box.write_file("made.txt", b"x")  # the workdir is the user's
+        assert (await box.exec("stat -c %u made.txt", timeout_s=10)).output.strip() == uid
+    finally:
+        await box.aclose()

@@ -91,12 +91,9 @@ def test_a_daemon_restart_mid_run_costs_retries_not_the_run(
     ]
     samples = [t["sample_id"] for g in groups for t in g["trajectories"]]
     assert len(steps) == 3 and len(samples) == len(set(samples)) == 6
-    # Known leak (docs/reliability.md): a container started in the instant the daemon stops can
-    # outlive the run (about 1 run in 6 here), stopped, labelled with the dead run's pid. The
-    # next run's start reaps it; more than that one, or one the reaper would keep, is a bug.
-    reaped = reap_containers(private.client())
-    assert len(reaped.removed) <= 1, reaped
-    assert all("is gone" in reason for _, reason in reaped.removed), reaped
+    # Issue 28: a container started in the instant the daemon stops used to outlive the run
+    # (about 1 run in 6); its removal is now retried at the pool's close until the daemon
+    # takes it, so nothing is left for the next run's reaper.
     assert _ours(private.client()) == []
 
 
@@ -118,6 +115,9 @@ def test_a_daemon_that_never_returns_ends_the_run_with_one_clear_line(
     assert run.returncode == 1, output
     assert "Traceback" not in output, output[-4000:]
     assert "pool.daemon_outage_s" in output and "--resume" in output
-    assert ended_after_s < outage_s + 60  # it gave up; it did not retry samples for ever
+    # Issue 28: with daemon_outage_s=30 a run gave up after about 84 s and printed 96 warnings.
+    assert ended_after_s < outage_s + 10, f"it ended {ended_after_s:.0f} s after the stop"
+    warnings = [line for line in output.splitlines() if "not answering" in line]
+    assert len(warnings) <= outage_s // 10 + 2, "\n".join(warnings)
     reap_containers(private.client())  # what the next run's start does with the stopped ones
     assert _ours(private.client()) == []

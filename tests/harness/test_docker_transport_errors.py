@@ -57,15 +57,15 @@ async def test_a_lost_container_the_daemon_cannot_remove_yet_is_kept_for_later(
     lost = await backend.create(base_image)
     name = docker_client.containers.get(lost.container_id).name
     backend._lost.add(name)
-    real_remove = docker.models.containers.Container.remove
+    real_remove = docker_client.api.remove_container
 
-    def conflicted(self: docker.models.containers.Container, **kwargs: object) -> None:
+    def conflicted(container: str, **kwargs: object) -> None:
         raise docker.errors.APIError("409 Conflict", response=_status(409))
 
-    monkeypatch.setattr(docker.models.containers.Container, "remove", conflicted)
+    monkeypatch.setattr(docker_client.api, "remove_container", conflicted)
     another = await backend.create(base_image)  # tries the lost one on the way: no exception
     assert name in backend._lost
-    monkeypatch.setattr(docker.models.containers.Container, "remove", real_remove)
+    monkeypatch.setattr(docker_client.api, "remove_container", real_remove)
     assert await backend.remove_lost() == 1
     assert not backend._lost
     await another.aclose()

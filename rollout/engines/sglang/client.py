@@ -22,6 +22,11 @@ Policy lives here, I/O in `transport`, shapes in `wire`, routing in `routing`:
 * **Start-up** (`start`) fails with a message that says what to change when a server is
   unreachable, lacks priority scheduling, has its radix cache disabled, or tokenizes
   differently from the rollout's tokenizer.
+* **Liveness** (`liveness`): each /generate attempt is bounded by what its request can take;
+  every endpoint is probed in the background; one that stops answering is declared down
+  (a rate-limited warning), and its requests move to another endpoint that answers (an
+  attempt in flight there is given up and retried elsewhere); with none left, calls wait
+  for one to come back, and after `outage_s` raise `EngineGoneError`, which ends the run.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from typing import Any
 from rollout.engines.base import (
     Engine,
     EngineError,
+    EngineGoneError,
     EngineStats,
     FinishReason,
     GenerateRequest,
@@ -45,6 +51,13 @@ from rollout.engines.base import (
     KVHintKind,
 )
 from rollout.engines.sglang.config import SGLangEngineConfig
+from rollout.engines.sglang.liveness import (
+    EndpointHealth,
+    engine_gone,
+    generate_timeout_s,
+    outage_s,
+    probe_endpoint,
+)
 from rollout.engines.sglang.routing import EndpointLoad, StickyRouter
 from rollout.engines.sglang.transport import EngineTransportError, HTTPReply, HTTPTransport
 from rollout.engines.sglang.wire import (
@@ -143,6 +156,11 @@ class SGLangEngine:
         self._poller: asyncio.Task[None] | None = None
         self._aborting_pause = False  # an abort-mode pause holds: nothing new may start
         self._closed = False
+        self._health = [EndpointHealth(url) for url in config.endpoints]
+        self._abandon = [asyncio.Event() for _ in config.endpoints]  # give up attempts there
+        self._answer = asyncio.Event()  # set whenever an endpoint that was failing answers
+        self._gone: EngineGoneError | None = None
+        self._monitor: asyncio.Task[None] | None = None
 
     @property
     def transport(self) -> HTTPTransport:
@@ -185,9 +203,9 @@ class SGLangEngine:
         elif self._config.kv_hints == "auto":
             self._hints_to_endpoint = all(e.info.kv_hints_endpoint for e in self._endpoints)
         await self._poll_once()
-        self._poller = asyncio.get_running_loop().create_task(
-            self._poll_forever(), name=f"{self.name}-stats-poll"
-        )
+        loop = asyncio.get_running_loop()
+        self._poller = loop.create_task(self._poll_forever(), name=f"{self.name}-stats-poll")
+        self._monitor = loop.create_task(self._monitor_forever(), name=f"{self.name}-liveness")
 
     # ---- Engine protocol --------------------------------------------------------------------
 
@@ -201,6 +219,7 @@ class SGLangEngine:
         loop = asyncio.get_running_loop()
         if request.deadline_s is not None and loop.time() >= request.deadline_s:
             return _aborted(request)  # too late to help: not sent at all
+        await self._until_serving()  # no endpoint answers: wait (or the engine is gone)
         hints = (*self._pending_hints.pop(request.session_id, ()), *request.kv_hints)
         endpoint = self._route(request.session_id)
         call = _Call(endpoint, request.rid)
@@ -269,6 +288,7 @@ class SGLangEngine:
     async def pause(self) -> None:
         """`/pause_generation` on every server; in abort mode, wait for our calls to return."""
         self._check_started()
+        await self._until_serving()
         self._aborting_pause = self._config.pause_mode == "abort"
         await self._each_endpoint("/pause_generation", {"mode": self._config.pause_mode})
         if self._config.pause_mode == "abort":
@@ -282,6 +302,7 @@ class SGLangEngine:
 
     async def resume(self) -> None:
         self._check_started()
+        await self._until_serving()
         await self._each_endpoint("/continue_generation", {})
         self._aborting_pause = False
 
@@ -289,6 +310,7 @@ class SGLangEngine:
         """Load the weights staged for `version` (if any), tag every server with it, flush
         (unless `flush_cache` is False or the config turns flushing off)."""
         self._check_started()
+        await self._until_serving()
         load = self._staged.pop(version, None)
         if load is not None:
             await load(self)
@@ -341,11 +363,12 @@ class SGLangEngine:
         if self._closed:
             return
         self._closed = True
-        poller, self._poller = self._poller, None
-        if poller is not None:
-            poller.cancel()
+        background = [task for task in (self._poller, self._monitor) if task is not None]
+        self._poller = self._monitor = None
+        for task in background:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await poller
+                await task
         await self._transport.aclose()
 
     async def __aenter__(self) -> SGLangEngine:
@@ -403,13 +426,13 @@ class SGLangEngine:
         self, request: GenerateRequest, call: _Call, hints: Sequence[KVHint]
     ) -> GenerateResult:
         delays = backoff_delays(self._config)
+        timeout_s = generate_timeout_s(request.sampling.max_new_tokens, self._config)
         for attempt in range(1, self._config.max_attempts + 1):
             body = generate_body(request, wire_rid=call.wire_rid, hints=hints)
-            url = self._url(call.endpoint) + "/generate"
+            index = call.endpoint
+            url = self._url(index) + "/generate"
             try:
-                reply = await self._transport.request(
-                    "POST", url, json_body=body, timeout_s=self._config.request_timeout_s
-                )
+                reply = await self._attempt(index, url, body, timeout_s)
             except EngineTransportError as exc:
                 failure: str = str(exc)
             else:
@@ -426,6 +449,8 @@ class SGLangEngine:
                         f"({reply.status}): {reply.error_message()}"
                     )
                 failure = f"{url} answered {reply.status}: {reply.error_message()}"
+            if self._gone is not None:
+                raise self._gone
             if attempt == self._config.max_attempts:
                 raise EngineError(
                     f"engine {self.name!r}: request {request.rid} failed {attempt} times; "
@@ -434,16 +459,77 @@ class SGLangEngine:
             log.warning(
                 "request %s attempt %d failed (%s); retrying", request.rid, attempt, failure
             )
-            await self._abort_wire(call.endpoint, call.wire_rid)  # it may still run there
+            await self._abort_wire(index, call.wire_rid)  # it may still run there
             await asyncio.sleep(next(delays))
             if call.abort_requested or self._aborting_pause:
                 return _aborted(request)  # as a request aborted in the waiting queue
+            self._move(call, await self._endpoint_after_failure(index), request.session_id)
             call.wire_rid = f"r{next(self._retry_ids)}-{request.rid}"  # never a prefix of another
         raise AssertionError("unreachable")  # pragma: no cover
 
+    async def _attempt(
+        self, index: int, url: str, body: dict[str, Any], timeout_s: float
+    ) -> HTTPReply:
+        """One /generate on endpoint `index`, given up early when that endpoint is declared
+        down while another answers (the retry goes there) or the engine is gone."""
+        sent = asyncio.ensure_future(
+            self._request(index, "POST", url, json_body=body, timeout_s=timeout_s)
+        )
+        abandon = asyncio.ensure_future(self._abandon[index].wait())
+        try:
+            await asyncio.wait({sent, abandon}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            abandon.cancel()
+            if not sent.done():
+                sent.cancel()
+                with contextlib.suppress(asyncio.CancelledError, EngineTransportError):
+                    await sent
+        if not sent.cancelled():
+            return sent.result()
+        if self._gone is not None:
+            raise self._gone
+        health = self._health[index]
+        raise EngineTransportError(
+            f"{url} stopped answering ({health.last_error or 'no answer'}); moved to another "
+            "endpoint"
+        )
+
+    async def _endpoint_after_failure(self, failed: int) -> int:
+        """Where a failed attempt is retried: another endpoint that answers, if there is one
+        (least loaded); else the failed one once any endpoint answers again."""
+        if not self._config.router:
+            others = [
+                index
+                for index, health in enumerate(self._health)
+                if index != failed and health.failing_since_s is None
+            ]
+            if others:
+                return min(others, key=lambda index: (self._endpoints[index].in_flight, index))
+        await self._until_serving()
+        serving = [i for i, health in enumerate(self._health) if health.failing_since_s is None]
+        return failed if failed in serving or not serving else serving[0]
+
+    def _move(self, call: _Call, index: int, session_id: str) -> None:
+        if index == call.endpoint:
+            return
+        self._endpoints[call.endpoint].in_flight -= 1
+        self._endpoints[index].in_flight += 1
+        call.endpoint = index
+        if session_id:
+            self._router.move(session_id, index)
+
     async def _abort_wire(self, index: int, wire_rid: str) -> None:
         try:
-            await self._control(index, "/abort_request", {"rid": wire_rid})
+            if self._health[index].failing_since_s is not None:  # one quick try, not four
+                await self._control(
+                    index,
+                    "/abort_request",
+                    {"rid": wire_rid},
+                    timeout_s=self._config.probe_timeout_s,
+                    attempts=1,
+                )
+            else:
+                await self._control(index, "/abort_request", {"rid": wire_rid})
         except EngineError as exc:  # best effort: the server may be the one that failed
             log.warning("abort of %s on %s failed: %s", wire_rid, self._url(index), exc)
 
@@ -451,8 +537,11 @@ class SGLangEngine:
         if self._config.router or len(self._endpoints) == 1:
             return 0
         loads = [
-            EndpointLoad(endpoint.in_flight, endpoint.info.max_running_requests)
-            for endpoint in self._endpoints
+            EndpointLoad(
+                endpoint.in_flight,
+                0 if health.down else endpoint.info.max_running_requests,  # down: never least
+            )
+            for endpoint, health in zip(self._endpoints, self._health, strict=True)
         ]
         return self._router.route(session_id, loads)
 
@@ -469,14 +558,22 @@ class SGLangEngine:
         )
 
     async def _control(
-        self, index: int, path: str, body: dict[str, Any] | None, *, timeout_s: float | None = None
+        self,
+        index: int,
+        path: str,
+        body: dict[str, Any] | None,
+        *,
+        timeout_s: float | None = None,
+        attempts: int | None = None,
     ) -> HTTPReply:
         """A control call with retries on transport errors and 5xx; an error if it fails."""
         url = self._urls()[index] + path
         delays = backoff_delays(self._config)
-        for attempt in range(1, self._config.max_attempts + 1):
+        tries = attempts or self._config.max_attempts
+        for attempt in range(1, tries + 1):
             try:
-                reply = await self._transport.request(
+                reply = await self._request(
+                    index,
                     "POST",
                     url,
                     json_body=body if body is not None else {},
@@ -490,10 +587,117 @@ class SGLangEngine:
                 if reply.status < 500:
                     raise EngineError(f"{url} refused ({reply.status}): {reply.error_message()}")
                 failure = f"{url} answered {reply.status}: {reply.error_message()}"
-            if attempt == self._config.max_attempts:
+            if self._gone is not None:
+                raise self._gone
+            if attempt == tries:
                 raise EngineError(f"{url} failed {attempt} times; last: {failure}")
             await asyncio.sleep(next(delays))
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _request(
+        self, index: int, method: str, url: str, *, json_body: Any = None, timeout_s: float
+    ) -> HTTPReply:
+        """One call to endpoint `index` through the transport; an answer or a call that got
+        none is counted in the endpoint's health."""
+        try:
+            reply = await self._transport.request(
+                method, url, json_body=json_body, timeout_s=timeout_s
+            )
+        except EngineTransportError as exc:
+            self._failed(index, str(exc))
+            raise
+        self._answered(index)  # any answer, a 5xx too (an overloaded server is alive)
+        return reply
+
+    # ---- liveness --------------------------------------------------------------------------
+
+    async def _until_serving(self) -> None:
+        """Return once some endpoint answers; while none does, wait for one (the background
+        probes notice it), until the engine is gone (`EngineGoneError`)."""
+        while True:
+            if self._gone is not None:
+                raise self._gone
+            if not self._health or any(h.failing_since_s is None for h in self._health):
+                return
+            self._answer.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._answer.wait(), self._config.probe_interval_s)
+
+    def _answered(self, index: int) -> None:
+        health = self._health[index]
+        was_down = health.down
+        since = health.answered()
+        self._abandon[index].clear()
+        if since is None:
+            return
+        self._answer.set()
+        self._gone = None
+        if was_down:
+            silent = asyncio.get_running_loop().time() - since
+            log.warning("engine %r: %s answers again after %.0f s", self.name, health.url, silent)
+        self._judge()
+
+    def _failed(self, index: int, error: str) -> None:
+        self._health[index].failed(asyncio.get_running_loop().time(), error)
+
+    def _judge(self) -> None:
+        """Declare endpoints down (warning, rate-limited), move work off them, and declare the
+        engine gone once no endpoint has answered for `outage_s`."""
+        config = self._config
+        now = asyncio.get_running_loop().time()
+        serving = [h.url for h in self._health if h.failing_since_s is None]
+        for index, health in enumerate(self._health):
+            if not health.should_be_down(now, config.unresponsive_after_s):
+                continue
+            health.down = True
+            if serving and not config.router:
+                self._abandon[index].set()  # its attempts in flight move to `serving`
+            if health.warning_due(now, config.warning_interval_s):
+                where = (
+                    f"its requests go to {', '.join(serving)}"
+                    if serving
+                    else f"generation waits for it; the run ends if no endpoint answers for "
+                    f"{config.outage_s:g} s (outage_s)"
+                )
+                held = f" ({health.unwarned} warnings held back)" if health.unwarned else ""
+                health.unwarned = 0
+                log.warning(
+                    "engine %r: %s has not answered for %.0f s (last: %s); %s%s",
+                    self.name,
+                    health.url,
+                    health.silent_for_s(now),
+                    health.last_error,
+                    where,
+                    held,
+                )
+        if self._gone is None and engine_gone(self._health, now, config.outage_s):
+            last = "; ".join(f"{h.url}: {h.last_error}" for h in self._health)
+            self._gone = EngineGoneError(
+                f"engine {self.name!r}: no endpoint has answered for "
+                f"{outage_s(self._health, now):.0f} s (outage_s={config.outage_s:g}; {last}); "
+                "restart the server(s)"
+            )
+            for event in (*self._abandon, self._answer):
+                event.set()
+
+    async def _monitor_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self._config.probe_interval_s)
+            await self._probe_once()
+
+    async def _probe_once(self) -> None:
+        probes = await asyncio.gather(
+            *(
+                probe_endpoint(self._transport, health.url, self._config.probe_timeout_s)
+                for health in self._health
+            )
+        )
+        for index, probe in enumerate(probes):
+            if probe.error is None:
+                self._answered(index)
+            else:
+                self._failed(index, probe.error)
+        self._judge()
 
     def _urls(self) -> tuple[str, ...]:
         return self._config.endpoints
@@ -572,12 +776,15 @@ class SGLangEngine:
             await self._poll_once()
 
     async def _poll_once(self) -> None:
-        for endpoint in self._endpoints:
-            if not endpoint.metrics:
-                continue
+        for index, endpoint in enumerate(self._endpoints):
+            if not endpoint.metrics or self._health[index].failing_since_s is not None:
+                continue  # a failing endpoint: the liveness probe watches it
             try:
-                reply = await self._transport.request(
-                    "GET", endpoint.url + "/metrics", timeout_s=self._config.control_timeout_s
+                reply = await self._request(
+                    index,
+                    "GET",
+                    endpoint.url + "/metrics",
+                    timeout_s=self._config.control_timeout_s,
                 )
             except EngineTransportError as exc:
                 log.debug("metrics poll of %s failed: %s", endpoint.url, exc)

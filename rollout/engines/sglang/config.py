@@ -37,8 +37,49 @@ class SGLangEngineConfig(FrozenConfig):
     request_timeout_s: float = Field(
         default=900.0,
         gt=0.0,
-        description="Wall-clock limit of one /generate call, queueing included; past it the "
-        "attempt counts as failed (aborted on the server, then retried) (s).",
+        description="Upper bound of the wall-clock limit of one /generate attempt, queueing "
+        "included; past its limit an attempt counts as failed (aborted on the server, then "
+        "retried) (s).",
+    )
+    generate_timeout_per_token_s: float = Field(
+        default=0.2,
+        gt=0.0,
+        description="The slowest decode a request may see, per token it may generate: one "
+        "attempt's limit is generate_timeout_slack_s + max_new_tokens x this (capped at "
+        "request_timeout_s), so a hung server is noticed in minutes, not 15 (s/token).",
+    )
+    generate_timeout_slack_s: float = Field(
+        default=120.0,
+        gt=0.0,
+        description="Time an attempt may spend beyond decoding: queueing behind other "
+        "requests and prefilling a long context (s).",
+    )
+    probe_timeout_s: float = Field(
+        default=3.0,
+        gt=0.0,
+        description="Limit of one liveness probe (GET /health), in the background and before a "
+        "run starts (s).",
+    )
+    probe_interval_s: float = Field(
+        default=2.0, gt=0.0, description="Time between two liveness probes of an endpoint (s)."
+    )
+    unresponsive_after_s: float = Field(
+        default=10.0,
+        gt=0.0,
+        description="An endpoint that has answered nothing (probes nor calls) for this long is "
+        "down: a warning says so, and its requests move to another endpoint when one answers "
+        "(s).",
+    )
+    outage_s: float = Field(
+        default=120.0,
+        gt=0.0,
+        description="When no endpoint has answered for this long, the engine is gone: its "
+        "calls raise EngineGoneError and the run ends, resumable from its last checkpoint (s).",
+    )
+    warning_interval_s: float = Field(
+        default=30.0,
+        ge=0.0,
+        description="At most one 'not answering' warning per endpoint per this long (s).",
     )
     control_timeout_s: float = Field(
         default=30.0,

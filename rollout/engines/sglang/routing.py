@@ -48,6 +48,13 @@ class StickyRouter:
             self._home[session_id] = least
         return least
 
+    def move(self, session_id: str, index: int) -> None:
+        """The session's request was retried on endpoint `index` (its old one failed): its
+        prefix now lives there, so it stays there."""
+        if not 0 <= index < self._endpoints:
+            raise ValueError(f"endpoint {index} out of range (0..{self._endpoints - 1})")
+        self._home[session_id] = index
+
     def forget(self, session_id: str) -> None:
         """The session ended; its next use (if any) is routed afresh."""
         self._home.pop(session_id, None)

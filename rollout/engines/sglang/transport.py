@@ -86,7 +86,8 @@ class HTTPTransport:
         except TimeoutError as exc:
             raise EngineTransportError(f"{method} {url} timed out after {timeout_s:g} s") from exc
         except (aiohttp.ClientError, OSError, asyncio.IncompleteReadError) as exc:
-            raise EngineTransportError(f"{method} {url} failed: {exc!r}") from exc
+            detail = f"{type(exc).__name__}: {exc}" if str(exc) else repr(exc)
+            raise EngineTransportError(f"{method} {url} failed: {detail}") from exc
 
     async def aclose(self) -> None:
         session, self._session = self._session, None

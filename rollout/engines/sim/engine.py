@@ -165,6 +165,9 @@ class SimEngine:
             self._kv.hint(hint)
             if hint.kind is KVHintKind.CLOSE:
                 self._batch.session_ready_s.pop(hint.session_id, None)
+                forget = getattr(self._tokens, "forget", None)
+                if forget is not None:  # the session is over: its script goes (issue 28's RSS)
+                    forget(hint.session_id)
         self._batch.drain_transfers(self._sync_now())
         if blocked is not None and (
             self._room_for(blocked) != room_before

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -9,9 +11,8 @@ from typing import Any
 import pytest
 
 from envs.swe.config import ToolsConfig
-from envs.swe.editor import (
-    EditorResult,
-    FileEditor,
+from envs.swe.editor import EditorResult, FileEditor
+from envs.swe.editor_text import (
     clip_text,
     insert_after_line,
     match_line_numbers,
@@ -310,3 +311,99 @@ async def test_failed_edits_leave_no_undo_history(editor: FileEditor) -> None:
     await run(editor, command="str_replace", path=FILE, old_str="nope", new_str="x")
     result = await run(editor, command="undo_edit", path=FILE)
     assert not result.ok
+
+
+# -- bounds: no agent can make one call expensive ------------------------------------------------
+
+
+async def test_files_over_the_size_limit_are_refused_and_left_alone(
+    sandbox: LocalSandbox,
+) -> None:
+    (sandbox.root / "big.txt").write_text("z\n" * 2000)  # 4000 bytes
+    editor = FileEditor(sandbox, ToolsConfig(editor_max_file_mb=0.001))  # 1048 bytes
+    for arguments in (
+        {"command": "view", "path": "/testbed/big.txt"},
+        {"command": "str_replace", "path": "/testbed/big.txt", "old_str": "z", "new_str": "q"},
+        {"command": "insert", "path": "/testbed/big.txt", "insert_line": 0, "new_str": "q"},
+    ):
+        result = await editor.run(arguments)
+        assert not result.ok and "over the editor's limit of 0.001 MB" in result.output
+        assert "sed" in result.output
+    assert read(sandbox, "big.txt") == "z\n" * 2000
+
+
+async def test_many_matches_list_a_bounded_number_of_lines_and_count_the_rest(
+    sandbox: LocalSandbox,
+) -> None:
+    (sandbox.root / "many.txt").write_text("x\n" * 500)
+    editor = FileEditor(sandbox, ToolsConfig(editor_max_listed_matches=3))
+    result = await run(editor, command="str_replace", path="/testbed/many.txt", old_str="x",
+                       new_str="y")  # fmt: skip
+    assert not result.ok and "in lines [1, 2, 3] and 497 more" in result.output
+
+
+async def test_a_huge_old_str_is_quoted_only_in_part(editor: FileEditor) -> None:
+    result = await run(editor, command="str_replace", path=FILE, old_str="q" * 100_000,
+                       new_str="x")  # fmt: skip
+    assert not result.ok and "[99600 more characters]" in result.output
+    assert len(result.output) < 1000
+
+
+async def test_non_text_arguments_are_refused_with_their_type(editor: FileEditor) -> None:
+    result = await run(editor, command="str_replace", path=FILE, old_str=["line 1"], new_str="x")
+    assert not result.ok and "must be a string, not list" in result.output
+
+
+async def test_undo_history_forgets_the_oldest_versions_past_its_bound(
+    sandbox: LocalSandbox,
+) -> None:
+    editor = FileEditor(sandbox, ToolsConfig(editor_undo_max_mb=150 / (1024 * 1024)))  # 150 B
+    for n in range(1, 6):  # each kept version is about 70 bytes: two fit
+        await run(editor, command="str_replace", path=FILE, old_str=f"line {n}\n",
+                  new_str=f"L{n}\n")  # fmt: skip
+    assert (await run(editor, command="undo_edit", path=FILE)).ok
+    assert (await run(editor, command="undo_edit", path=FILE)).ok
+    third = await run(editor, command="undo_edit", path=FILE)
+    assert not third.ok and "No edit history" in third.output
+    assert read(sandbox).startswith("L1\nL2\nL3\nline 4\n")
+
+
+async def test_calls_on_a_10_mb_file_never_hold_the_event_loop(sandbox: LocalSandbox) -> None:
+    """Issue 28: one str_replace with a short, frequent old_str froze every sample for 11 s
+    (1 MB) to minutes (13.5 MB). Now the work runs in a worker thread, in linear time: a
+    ticker on the loop keeps ticking while the editor works."""
+    (sandbox.root / "huge.py").write_text("x = 1\n" * 1_700_000 + "unique_tail\n")
+    editor = FileEditor(sandbox, ToolsConfig())
+    gaps: list[float] = []
+    done = asyncio.Event()
+
+    async def ticker() -> None:
+        loop = asyncio.get_running_loop()
+        last = loop.time()
+        while not done.is_set():
+            await asyncio.sleep(0.005)
+            now = loop.time()
+            gaps.append(now - last)
+            last = now
+
+    async def attack() -> list[EditorResult]:
+        try:
+            return [
+                await run(editor, command="str_replace", path="/testbed/huge.py", old_str="x",
+                          new_str="y"),
+                await run(editor, command="str_replace", path="/testbed/huge.py",
+                          old_str="unique_tail", new_str="changed_tail"),
+                await run(editor, command="view", path="/testbed/huge.py"),
+                await run(editor, command="insert", path="/testbed/huge.py",
+                          insert_line=1_500_000, new_str="inserted"),
+            ]  # fmt: skip
+        finally:
+            done.set()
+
+    started = time.perf_counter()
+    _, results = await asyncio.gather(ticker(), attack())
+    elapsed = time.perf_counter() - started
+    assert "and 1699980 more" in results[0].output
+    assert [result.ok for result in results] == [False, True, True, True]
+    assert max(gaps) < 0.25, f"the loop stalled for {max(gaps):.2f} s"
+    assert elapsed < 30

@@ -334,8 +334,8 @@ class _DyingSandbox:
     async def write_file(self, path: str, content: bytes) -> None:
         await self._inner.write_file(path, content)
 
-    async def read_file(self, path: str) -> bytes:
-        return await self._inner.read_file(path)
+    async def read_file(self, path: str, *, max_bytes: int | None = None) -> bytes:
+        return await self._inner.read_file(path, max_bytes=max_bytes)
 
     async def is_alive(self) -> bool:
         return not self.dead

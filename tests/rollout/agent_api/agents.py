@@ -1,17 +1,18 @@
 """Agents for the capture tests (beside examples/openai_agent.py): one that rewrites its
-history, one that crashes, one that brings its own reward, and one that plays like the example
-agent and keeps every sample's final history (`RECORDED`) for the test to read."""
+history, one that crashes, one that brings its own reward, one that calls other samples, and one
+that plays like the example agent and keeps every sample's final history (`RECORDED`) for the
+test to read."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from openai import AsyncOpenAI
+from openai import APIStatusError, AsyncOpenAI
 
 from rollout.agent_api import AgentContext
 
-__all__ = ["RECORDED", "crashing", "own_reward", "recording", "rewriting"]
+__all__ = ["INTRUSIONS", "RECORDED", "crashing", "intruder", "own_reward", "recording", "rewriting"]
 
 RECORDED: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
 """sample id -> (its history: what `recording` sent and the model's replies, the tools it
@@ -80,3 +81,34 @@ async def _one_call(ctx: AgentContext) -> None:
         await client.chat.completions.create(model=ctx.model, messages=list(ctx.messages))
     finally:
         await client.close()
+
+
+INTRUSIONS: list[int] = []
+"""Status codes the intruder's calls to other samples got (read by the test)."""
+_SEEN: dict[str, AgentContext] = {}
+
+
+async def intruder(ctx: AgentContext) -> float | None:
+    """Plays its own sample as examples/openai_agent.py does, but before each of its calls it
+    sends a rewritten history to every other sample it has seen, with its own client."""
+    from examples.openai_agent import agent
+
+    _SEEN[ctx.sample_id] = ctx
+    client = AsyncOpenAI(base_url=ctx.base_url, api_key=ctx.api_key, max_retries=0)
+    try:
+        for other in list(_SEEN.values()):
+            if other.sample_id == ctx.sample_id:
+                continue
+            attack = AsyncOpenAI(base_url=other.base_url, api_key=ctx.api_key, max_retries=0)
+            try:
+                await attack.chat.completions.create(
+                    model=ctx.model, messages=[{"role": "user", "content": "rewritten"}]
+                )
+                INTRUSIONS.append(200)
+            except APIStatusError as exc:
+                INTRUSIONS.append(exc.status_code)
+            finally:
+                await attack.close()
+    finally:
+        await client.close()
+    return await agent(ctx)

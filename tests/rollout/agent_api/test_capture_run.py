@@ -110,3 +110,24 @@ async def test_an_agents_own_reward_is_kept_and_its_crash_is_an_infra_error(
         assert (
             trajectory.infra_error is not None and "the agent's own bug" in trajectory.infra_error
         )
+
+
+async def test_a_call_to_another_samples_url_is_refused_and_its_trajectory_is_intact(
+    tmp_path: Path,
+) -> None:
+    """Issue 28: a call made with one sample's client to another sample's URL ended the
+    victim's trajectory (409, recorded as a fork) 3 of 3 times."""
+    from tests.rollout.agent_api.agents import INTRUSIONS
+
+    INTRUSIONS.clear()
+    samples = await _samples(
+        _config(
+            f"system_prompt={json.dumps(SYSTEM)}",
+            "agent_api.agent=tests.rollout.agent_api.agents:intruder",  # this module's list
+        ),
+        tmp_path,
+    )
+    assert INTRUSIONS and set(INTRUSIONS) == {403}
+    for trajectory in samples.values():
+        assert trajectory.infra_error is None and not trajectory.truncated
+        assert "fork" not in trajectory.info and len(trajectory.turns) == 3

@@ -69,6 +69,8 @@ class FaultProxy:
     `fail_statuses`: answer the next /generate calls with these statuses (not forwarded).
     `drop_after_forward`: forward the next N /generate calls, then drop the connection before
     the answer reaches the client (the request did run on the server).
+    `hang()`: from then on every call (probes too) is accepted and never answered, as by a
+    SIGSTOPped server, until `resume()`.
     """
 
     target: str
@@ -78,6 +80,16 @@ class FaultProxy:
     url: str = ""
     _runner: web.AppRunner | None = None
     _session: aiohttp.ClientSession | None = None
+    _running: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def __post_init__(self) -> None:
+        self._running.set()
+
+    def hang(self) -> None:
+        self._running.clear()
+
+    def resume(self) -> None:
+        self._running.set()
 
     def paths(self) -> list[str]:
         return [path for path, _ in self.calls]
@@ -88,6 +100,7 @@ class FaultProxy:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json() if request.can_read_body else {}
         self.calls.append((request.path, body))
+        await self._running.wait()
         if request.path == "/generate" and self.fail_statuses:
             status = self.fail_statuses.pop(0)
             return web.json_response({"error": {"message": "injected"}}, status=status)
