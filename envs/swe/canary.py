@@ -26,6 +26,7 @@ import io
 import posixpath
 import random
 import re
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -113,8 +114,31 @@ def plan_canaries(
 
     `sources` holds the current text of each file `canary_host_files` named (None: unreadable).
     `output_path` (repository-relative) is where the pass canary writes its digest; `fallback_dir`
-    takes a new canary module when the task has no Python test file at all.
+    takes a new canary module when the task has no Python test file at all. Safe to call from
+    worker threads (the grader runs it off the event loop: it parses whole test files).
     """
+    with _AST_LOCK:
+        return _plan_canaries(
+            nonce, fail_to_pass, pass_to_pass, test_files, sources,
+            output_path=output_path, fallback_dir=fallback_dir,
+        )  # fmt: skip
+
+
+# CPython 3.11 (gh-106905): `ast.parse` on several threads at once can raise "SystemError: AST
+# constructor recursion depth mismatch"; gradings plan their canaries one at a time.
+_AST_LOCK = threading.Lock()
+
+
+def _plan_canaries(
+    nonce: str,
+    fail_to_pass: Sequence[str],
+    pass_to_pass: Sequence[str],
+    test_files: Sequence[str],
+    sources: Mapping[str, str | None],
+    *,
+    output_path: str,
+    fallback_dir: str,
+) -> CanaryPlan:
     rng = random.Random(f"{nonce}:place")
     fail_host, pass_host = _draw_hosts(nonce, fail_to_pass, pass_to_pass, test_files)
     texts: dict[str, str] = {}

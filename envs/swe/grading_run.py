@@ -14,6 +14,7 @@ A failed step is an infra error only when the sandbox died (`require_alive`).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from dataclasses import dataclass, replace
@@ -185,8 +186,8 @@ async def _place_canaries(
             sources[path] = None if raw is None else raw.decode("utf-8")
         except UnicodeDecodeError:
             sources[path] = None
-    plan = plan_canaries(
-        nonce, inputs.fail_to_pass, inputs.pass_to_pass, test_files, sources,
+    plan = await asyncio.to_thread(  # it parses whole test files: off the event loop
+        plan_canaries, nonce, inputs.fail_to_pass, inputs.pass_to_pass, test_files, sources,
         output_path=f"{run_dir}/{_canary_output_name(nonce)}", fallback_dir=run_dir,
     )  # fmt: skip
     for path, text in plan.files.items():
