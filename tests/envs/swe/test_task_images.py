@@ -65,4 +65,6 @@ def test_template_directories_of_dead_runs_are_removed(tmp_path: Path) -> None:
 def test_a_numeric_container_user_names_the_uid_the_workdir_is_handed_to() -> None:
     assert numeric_uid("1000:1000") == 1000 and numeric_uid("1001") == 1001
     assert numeric_uid(None) is None and numeric_uid("0:0") is None and numeric_uid("agent") is None
-    assert resolver(agent_uid=1000).dockerfile(TASK).endswith("RUN chown -R 1000:1000 /testbed\n")
+    dockerfile = resolver(agent_uid=1000).dockerfile(TASK)
+    assert "RUN chown -R 1000:1000 /testbed\n" in dockerfile
+    assert dockerfile.endswith('LABEL aio-conductor.agent-user="1000:1000"\n')
