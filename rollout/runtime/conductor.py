@@ -234,6 +234,7 @@ class Conductor(StepDeadlines, RetiredGroups, ShedGroups):
                 now_s=self._clock.now,
                 group_size_of=self._group_size_of,
                 shed_groups=self._shed_groups,
+                recomputed_tokens=self._recomputed_tokens,
             )
         )
         self._tasks = asyncio.TaskGroup()
@@ -305,6 +306,9 @@ class Conductor(StepDeadlines, RetiredGroups, ShedGroups):
     def admission(self) -> AdmissionController:
         """The admission controller (read it; the conductor drives it)."""
         return self._admission
+
+    def _recomputed_tokens(self) -> int:
+        return sum(counters.recomputed_tokens for counters in self._counters.values())
 
     @property
     def engine_counters(self) -> Mapping[str, EngineCounters]:

@@ -14,6 +14,7 @@ from pydantic import Field, model_validator
 
 from foundation.config import FrozenConfig
 from rollout.core.config import RolloutConfig
+from rollout.core.recompute_control import RecomputeControlConfig
 
 __all__ = [
     "AgentLoopConfig",
@@ -86,6 +87,17 @@ class PolicyConfig(FrozenConfig):
         "its context now ('current'); that plus half its predicted growth over its remaining "
         "turns, the mean over its remaining life ('remaining_mean'); or its predicted final "
         "context ('peak'). Growth and remaining turns are learned from the run.",
+    )
+    live_bound: Literal["kv_gate", "recompute"] = Field(
+        default="kv_gate",
+        description="Action-level slot holding only: what bounds the live samples. 'kv_gate': "
+        "the live contexts fit `live_kv_budget` x the device KV (rollout/runtime/live_gate.py); "
+        "'recompute': a count that backs off when the engines recompute evicted KV and grows "
+        "with completions while they do not (rollout/core/recompute_control.py).",
+    )
+    recompute_control: RecomputeControlConfig = Field(
+        default_factory=RecomputeControlConfig,
+        description="The recompute-driven bound's constants (live_bound: recompute).",
     )
     live_kv_budget: float = Field(
         default=0.0,

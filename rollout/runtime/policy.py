@@ -28,10 +28,12 @@ from typing import Protocol, runtime_checkable
 
 from rollout.core.config import RolloutConfig
 from rollout.core.context_growth import ContextGrowth
+from rollout.core.recompute_control import RecomputeControl
 from rollout.engines.base import EngineStats
 from rollout.engines.registry import EngineAsks
 from rollout.runtime.config import PolicyConfig
 from rollout.runtime.live_gate import LiveKVGate
+from rollout.runtime.recompute_limit import RecomputeLimit
 
 __all__ = ["AgentSlots", "LiveLimit", "LiveLimitContext", "PolledLiveLimit", "RolloutPolicy"]
 
@@ -101,6 +103,9 @@ class LiveLimitContext:
     # restart these live groups from scratch (their samples cancelled and run again, their
     # finished samples taken back): what a `PolledLiveLimit` sheds
     shed_groups: Callable[[Sequence[str]], None] | None = None
+    # the engines' cumulative recomputed tokens (prefix a sample had computed that the engine
+    # no longer held), from the conductor's request counters
+    recomputed_tokens: Callable[[], int] | None = None
 
 
 class RolloutPolicy:
@@ -177,10 +182,13 @@ class RolloutPolicy:
         )
 
     def live_limit_kind(self) -> str:
-        """'slots' (trajectory-level), 'kv' (the live-KV gate) or 'none'."""
+        """'slots' (trajectory-level), 'kv' (the live-KV gate), 'recompute' (the
+        recompute-driven count) or 'none'."""
         flags = self.config
         if flags.slot_holding == "trajectory":
             return "slots"
+        if flags.live_bound == "recompute":
+            return "recompute"
         return "kv" if flags.live_kv_budget > 0 else "none"
 
     def live_limit(self, context: LiveLimitContext) -> LiveLimit | None:
@@ -188,6 +196,18 @@ class RolloutPolicy:
         flags = self.config
         if flags.slot_holding == "trajectory":
             return AgentSlots(context.agent_slots or context.generation_slots)
+        if flags.live_bound == "recompute":
+            if context.recomputed_tokens is None:
+                raise ValueError(
+                    "live_bound: recompute needs the engines' recomputed tokens "
+                    "(LiveLimitContext.recomputed_tokens)"
+                )
+            control = RecomputeControl(
+                flags.recompute_control,
+                generation_slots=context.agent_slots or context.generation_slots,
+                group_size=context.group_size,
+            )
+            return RecomputeLimit(control, context.recomputed_tokens)
         if flags.live_kv_budget > 0:
             budget = flags.live_kv_budget * context.kv_capacity_tokens
             # Until contexts are reported, a newcomer counts as one slot's share of the budget.
