@@ -53,6 +53,12 @@ groups), `no_preemption`, `no_kv_hints` (priority KV and its session hints: LRU 
 `no_live_gate`, `no_kv_residency` (the per-turn device-KV check and KV-pressure preemption of
 rollout/core/kv_residency.py).
 
+Two live bounds of ours are options, off in the presets, measured in docs/benchmarks.md (issue
+27): `live_charge` (charge a live sample its predicted growth, `rollout/core/context_growth.py`)
+and `live_bound: recompute` (a count of live samples that backs off when the engines recompute,
+`rollout/core/recompute_control.py`), e.g. `{name: ours_rc, base: conductor, live_bound:
+recompute}`.
+
 A run names a policy in one of three ways (`PolicyRegistry.resolve`):
 
 * a registered name (the presets above, or one you `register`);
