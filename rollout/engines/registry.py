@@ -150,11 +150,12 @@ class SGLangBackend:
 
     def probe(self, config: FrozenConfig) -> None:
         """Check, every endpoint at once within `probe_timeout_s`, that each server answers
-        (before a run makes its directory); `EngineError` names those that do not. A hung
-        server is told apart from a live one in seconds, not after a connect timeout each."""
+        HTTP (before a run makes its directory); `EngineError` names those that do not. A hung
+        server is told apart from a live one in seconds, not after a connect timeout each; one
+        that answers but is not ready yet (a 5xx while it loads) is waited for by `connect`."""
         assert isinstance(config, SGLangEngineConfig)
         probes = asyncio.run(probe_endpoints(config))
-        silent = [probe for probe in probes if probe.error is not None]
+        silent = [probe for probe in probes if not probe.answered]
         if silent:
             listed = "; ".join(f"{probe.url} ({probe.error})" for probe in silent)
             raise EngineError(

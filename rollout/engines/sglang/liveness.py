@@ -98,11 +98,13 @@ def engine_gone(healths: Sequence[EndpointHealth], now_s: float, limit_s: float)
 
 @dataclass(frozen=True, slots=True)
 class EndpointProbe:
-    """One probe's outcome: `error` is None when the endpoint answered."""
+    """One probe's outcome: `error` is None when the endpoint answered below 500; `answered`
+    says whether it answered HTTP at all (a server still starting may answer 503)."""
 
     url: str
     error: str | None
     seconds: float
+    answered: bool = True
 
 
 async def probe_endpoint(transport: HTTPTransport, url: str, timeout_s: float) -> EndpointProbe:
@@ -113,7 +115,7 @@ async def probe_endpoint(transport: HTTPTransport, url: str, timeout_s: float) -
     try:
         reply = await transport.request("GET", url + "/health", timeout_s=timeout_s)
     except EngineTransportError as exc:
-        return EndpointProbe(url, str(exc), loop.time() - started)
+        return EndpointProbe(url, str(exc), loop.time() - started, answered=False)
     error = None if reply.status < 500 else f"/health answered {reply.status}"
     return EndpointProbe(url, error, loop.time() - started)
 
