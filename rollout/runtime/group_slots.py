@@ -9,24 +9,23 @@ slot back at once. Nobody overtakes the head of the queue.
 
 from __future__ import annotations
 
-import asyncio
-from collections import deque
 from collections.abc import Callable
 
 from rollout.core.group_slots import GroupSlotBudget
 from rollout.core.types import group_id_of
+from rollout.runtime.fifo_gate import FifoGate
 
 __all__ = ["GroupSampleSlots"]
 
 
-class GroupSampleSlots:
+class GroupSampleSlots(FifoGate):
     """FIFO gate on sample slots taken a whole group at a time (see the module docstring)."""
 
     def __init__(self, slots: int, group_size_of: Callable[[str], int]) -> None:
+        super().__init__()
         self._budget = GroupSlotBudget(slots)
         self._group_size_of = group_size_of
         self._live: set[str] = set()
-        self._waiting: deque[tuple[str, asyncio.Future[None]]] = deque()
 
     @property
     def slots(self) -> int:
@@ -35,20 +34,6 @@ class GroupSampleSlots:
     @property
     def live(self) -> int:
         return len(self._live)
-
-    async def enter(self, sample_id: str) -> None:
-        """Wait until `sample_id`'s group has its slots; the sample is live from then on."""
-        if not self._waiting and self._fits(sample_id):
-            self._take(sample_id)
-            return
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiting.append((sample_id, future))
-        try:
-            await future
-        except asyncio.CancelledError:
-            if future.done() and not future.cancelled():
-                self.leave(sample_id)  # admitted just as it was cancelled
-            raise
 
     def leave(self, sample_id: str) -> None:
         """The sample finished (or gave up): its slot is free."""
@@ -65,19 +50,7 @@ class GroupSampleSlots:
         group = group_id_of(sample_id)
         return self._budget.fits(group, self._group_size_of(group))
 
-    def _take(self, sample_id: str) -> None:
+    def _admit(self, sample_id: str) -> None:
         group = group_id_of(sample_id)
         self._budget.take(group, self._group_size_of(group))
         self._live.add(sample_id)
-
-    def _wake(self) -> None:
-        while self._waiting:
-            sample_id, future = self._waiting[0]
-            if future.done():
-                self._waiting.popleft()
-                continue
-            if not self._fits(sample_id):
-                return
-            self._waiting.popleft()
-            self._take(sample_id)
-            future.set_result(None)

@@ -15,14 +15,13 @@ admission window is 5 s, as its poll interval; here the window opens at each pol
 
 from __future__ import annotations
 
-import asyncio
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from rollout.core.inflight_control import CapChange, EngineLoadSample, InflightControl
 from rollout.core.types import group_id_of
 from rollout.engines.base import EngineStats
+from rollout.runtime.fifo_gate import FifoGate
 
 __all__ = ["AdaptiveInflightLimit", "InflightCounts", "engine_load_sample"]
 
@@ -55,7 +54,7 @@ class InflightCounts:
     cancelled_groups: int = 0
 
 
-class AdaptiveInflightLimit:
+class AdaptiveInflightLimit(FifoGate):
     """FIFO gate on the number of in-flight samples under an adaptive cap (module docstring)."""
 
     def __init__(
@@ -66,11 +65,11 @@ class AdaptiveInflightLimit:
         shed_groups: Callable[[Sequence[str]], None],
         min_burst: int,
     ) -> None:
+        super().__init__()
         self._control = control
         self._now_s = now_s
         self._shed_groups = shed_groups
         self._min_burst = max(1, min_burst)
-        self._waiting: deque[tuple[str, asyncio.Future[None]]] = deque()
         self._live: dict[str, float] = {}  # sample -> when it went in flight
         self._generated: set[str] = set()
         self._shed: set[str] = set()  # cancelled here: their places are already free
@@ -88,20 +87,6 @@ class AdaptiveInflightLimit:
     @property
     def inflight(self) -> int:
         return len(self._live)
-
-    async def enter(self, sample_id: str) -> None:
-        """Wait until `sample_id` may start; it is in flight from then on."""
-        if not self._waiting and self._fits():
-            self._admit(sample_id)
-            return
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiting.append((sample_id, future))
-        try:
-            await future
-        except asyncio.CancelledError:
-            if future.done() and not future.cancelled():
-                self.leave(sample_id)  # admitted just as it was cancelled
-            raise
 
     def update(self, sample_id: str, context_tokens: int) -> None:
         """The sample generated (its context is now `context_tokens`)."""
@@ -131,7 +116,7 @@ class AdaptiveInflightLimit:
         self._apply(self._control.observe(samples, inflight=len(self._live), now_s=now_s))
         self._wake()
 
-    def _fits(self) -> bool:
+    def _fits(self, sample_id: str) -> bool:
         fraction = self._control.config.refill_burst_fraction
         burst = max(self._min_burst, int(self._control.limit * fraction))
         return len(self._live) < self._control.limit and self._admitted_in_window < burst
@@ -139,14 +124,6 @@ class AdaptiveInflightLimit:
     def _admit(self, sample_id: str) -> None:
         self._live[sample_id] = self._now_s()
         self._admitted_in_window += 1
-
-    def _wake(self) -> None:
-        while self._waiting and self._fits():
-            sample_id, future = self._waiting.popleft()
-            if future.done():
-                continue
-            self._admit(sample_id)
-            future.set_result(None)
 
     def _apply(self, change: CapChange | None) -> None:
         if change is None:

@@ -8,46 +8,26 @@ while they fit.
 
 from __future__ import annotations
 
-import asyncio
-from collections import deque
-
 from rollout.core.live_gate import LiveKVBudget
+from rollout.runtime.fifo_gate import FifoGate
 
 __all__ = ["LiveKVGate"]
 
 
-class LiveKVGate:
+class LiveKVGate(FifoGate):
     """FIFO gate on the live samples' total context tokens (see the module docstring)."""
 
     def __init__(self, budget_tokens: float, prior_first_tokens: float = 0.0) -> None:
+        super().__init__()
         self._budget = LiveKVBudget(budget_tokens, prior_first_tokens)
-        self._waiting: deque[tuple[str, asyncio.Future[None]]] = deque()
 
     @property
     def live(self) -> int:
         return self._budget.live
 
     @property
-    def waiting(self) -> int:
-        return sum(1 for _, future in self._waiting if not future.done())
-
-    @property
     def live_tokens(self) -> int:
         return self._budget.live_tokens
-
-    async def enter(self, sample_id: str) -> None:
-        """Wait until `sample_id` may start; it counts as live from then on."""
-        if not self._waiting and self._budget.fits():
-            self._budget.admit(sample_id)
-            return
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiting.append((sample_id, future))
-        try:
-            await future
-        except asyncio.CancelledError:
-            if future.done() and not future.cancelled():
-                self.leave(sample_id)  # admitted just as it was cancelled
-            raise
 
     def update(self, sample_id: str, context_tokens: int) -> None:
         """A live sample's context is now `context_tokens` long (after a generation)."""
@@ -59,10 +39,8 @@ class LiveKVGate:
         self._budget.leave(sample_id)
         self._wake()
 
-    def _wake(self) -> None:
-        while self._waiting and self._budget.fits():
-            sample_id, future = self._waiting.popleft()
-            if future.done():
-                continue
-            self._budget.admit(sample_id)
-            future.set_result(None)
+    def _fits(self, sample_id: str) -> bool:
+        return self._budget.fits()
+
+    def _admit(self, sample_id: str) -> None:
+        self._budget.admit(sample_id)

@@ -8,24 +8,23 @@ callable it was given (the conductor's per-engine counters, summed).
 
 from __future__ import annotations
 
-import asyncio
-from collections import deque
 from collections.abc import Callable, Mapping
 
 from rollout.core.recompute_control import RecomputeControl
 from rollout.engines.base import EngineStats
+from rollout.runtime.fifo_gate import FifoGate
 
 __all__ = ["RecomputeLimit"]
 
 
-class RecomputeLimit:
+class RecomputeLimit(FifoGate):
     """FIFO gate on the number of live samples under `RecomputeControl`'s cap."""
 
     def __init__(self, control: RecomputeControl, recomputed_tokens: Callable[[], int]) -> None:
+        super().__init__()
         self.control = control
         self._recomputed_tokens = recomputed_tokens
         self._live: set[str] = set()
-        self._waiting: deque[tuple[str, asyncio.Future[None]]] = deque()
 
     @property
     def poll_interval_s(self) -> float:
@@ -35,20 +34,6 @@ class RecomputeLimit:
     def live(self) -> int:
         return len(self._live)
 
-    async def enter(self, sample_id: str) -> None:
-        """Wait until `sample_id` may start; it is live from then on."""
-        if not self._waiting and len(self._live) < self.control.limit:
-            self._live.add(sample_id)
-            return
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiting.append((sample_id, future))
-        try:
-            await future
-        except asyncio.CancelledError:
-            if future.done() and not future.cancelled():
-                self.leave(sample_id)  # admitted just as it was cancelled
-            raise
-
     def update(self, sample_id: str, context_tokens: int) -> None:
         """Contexts are not charged: the cap counts samples."""
 
@@ -57,8 +42,7 @@ class RecomputeLimit:
         if sample_id not in self._live:
             return
         self._live.discard(sample_id)
-        waiting = sum(1 for _, future in self._waiting if not future.done())
-        self.control.sample_finished(live=len(self._live), waiting=waiting)
+        self.control.sample_finished(live=len(self._live), waiting=self.waiting)
         self._wake()
 
     def poll(self, engines: Mapping[str, EngineStats], now_s: float) -> None:
@@ -66,10 +50,8 @@ class RecomputeLimit:
         self.control.poll(self._recomputed_tokens(), now_s)
         self._wake()
 
-    def _wake(self) -> None:
-        while self._waiting and len(self._live) < self.control.limit:
-            sample_id, future = self._waiting.popleft()
-            if future.done():
-                continue
-            self._live.add(sample_id)
-            future.set_result(None)
+    def _fits(self, sample_id: str) -> bool:
+        return len(self._live) < self.control.limit
+
+    def _admit(self, sample_id: str) -> None:
+        self._live.add(sample_id)
