@@ -16,6 +16,13 @@ recomputation of a trajectory-level baseline). Charging the context a sample is 
 * `share`: 0 charges today's context (`current`), 1/2 the mean over the remaining life under
   linear growth (`remaining_mean`), 1 the predicted final context (`peak`).
 
+These three start from priors (turns, tokens a turn) that a workload can miss several-fold, and
+the whole first wave is admitted on them. `expected_final` needs none: it charges the final
+context expected of a sample still live at its context now, a censored (Kaplan-Meier) estimate
+from the run's finished and live samples with the unobserved tail at the context limit
+(`rollout.core.final_context`); a sample that has not generated yet is charged the unconditional
+expectation (`newcomer_tokens`), the context limit until something has finished.
+
 Learned from the run itself, so it needs no per-workload setting. Pure accounting.
 """
 
@@ -24,11 +31,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from rollout.core.final_context import FinalContextEstimate
+
 __all__ = ["ChargeRule", "ContextGrowth"]
 
-ChargeRule = Literal["current", "remaining_mean", "peak"]
+ChargeRule = Literal["current", "remaining_mean", "peak", "expected_final"]
 
-_SHARE: dict[str, float] = {"current": 0.0, "remaining_mean": 0.5, "peak": 1.0}
+_SHARE: dict[str, float] = {
+    "current": 0.0,
+    "remaining_mean": 0.5,
+    "peak": 1.0,
+    "expected_final": 1.0,
+}
 
 
 @dataclass(slots=True)
@@ -41,10 +55,26 @@ class _Live:
 class ContextGrowth:
     """Per-sample context history and the run's finished samples (module docstring)."""
 
-    def __init__(self, rule: ChargeRule, *, prior_turn_tokens: float, prior_turns: float) -> None:
+    def __init__(
+        self,
+        rule: ChargeRule,
+        *,
+        prior_turn_tokens: float,
+        prior_turns: float,
+        ceiling_tokens: int = 0,
+        window: int = 2048,
+    ) -> None:
+        """`ceiling_tokens` (the context limit) and `window` (latest finished samples that
+        count) are for `expected_final`, which needs the limit."""
         if rule not in _SHARE:
             raise ValueError(f"unknown charge rule {rule!r}; one of {sorted(_SHARE)}")
         self._share = _SHARE[rule]
+        self._finals: FinalContextEstimate | None = None
+        if rule == "expected_final":
+            if ceiling_tokens < 1:
+                raise ValueError("the expected_final rule needs the context limit (ceiling_tokens)")
+            self._finals = FinalContextEstimate(ceiling_tokens, window)
+        self._updates_since_rebuild = 0
         self._prior_turn_tokens = prior_turn_tokens
         self._prior_turns = prior_turns
         self._live: dict[str, _Live] = {}
@@ -63,6 +93,7 @@ class ContextGrowth:
             self._live[sample_id] = _Live(context_tokens, context_tokens, 0)
         else:
             live.context = context_tokens
+        self._count_update()
 
     def turn_done(self, sample_id: str, context_tokens: int, turns_done: int) -> None:
         """A turn (generation and tool) ended; the context includes the tool's output."""
@@ -74,6 +105,8 @@ class ContextGrowth:
     def finished(self, sample_id: str) -> None:
         """The sample ended: its growth teaches the run's mean."""
         live = self._live.pop(sample_id, None)
+        if live is not None and self._finals is not None:
+            self._finals.finished(live.context)
         if live is None or live.turns_done < 1:
             return
         self._finished += 1
@@ -102,9 +135,34 @@ class ContextGrowth:
         mean = self._finished_turns / self._finished if self._finished else self._prior_turns
         return max(1.0, mean - done)
 
+    def newcomer_tokens(self) -> float | None:
+        """What a sample that has not generated yet is charged (None: the gate's own estimate,
+        a first context)."""
+        if self._finals is None:
+            return None
+        return self._expected_final(0)
+
     def charge(self, sample_id: str, context_tokens: int, predicted_turns: float | None) -> int:
         """The tokens to charge the sample against the live budget now."""
         if self._share == 0.0:
             return context_tokens
+        if self._finals is not None:
+            return round(self._expected_final(context_tokens))
         ahead = self.remaining_turns(sample_id, predicted_turns) * self.growth_per_turn(sample_id)
         return context_tokens + round(self._share * ahead)
+
+    def _count_update(self) -> None:
+        """About once per round of the live set's turns, the censored contexts have moved."""
+        if self._finals is None:
+            return
+        self._updates_since_rebuild += 1
+        if self._updates_since_rebuild >= len(self._live):
+            self._finals.mark_stale()
+
+    def _expected_final(self, context_tokens: int) -> float:
+        finals = self._finals
+        assert finals is not None
+        if finals.stale:
+            finals.rebuild(live.context for live in self._live.values())
+            self._updates_since_rebuild = 0
+        return finals.expected_final(context_tokens)

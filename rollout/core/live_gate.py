@@ -14,19 +14,27 @@ Pure accounting: the asyncio gate that makes samples wait their turn, oldest fir
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 __all__ = ["LiveKVBudget"]
 
 
 class LiveKVBudget:
     """The live samples' total context tokens against a budget (see the module docstring)."""
 
-    def __init__(self, budget_tokens: float, prior_first_tokens: float = 0.0) -> None:
+    def __init__(
+        self,
+        budget_tokens: float,
+        prior_first_tokens: float = 0.0,
+        newcomer_tokens: Callable[[], float | None] | None = None,
+    ) -> None:
         """`prior_first_tokens`: what a newcomer is expected to add before any sample has
         reported its first context (without it the whole first wave would start at once)."""
         if budget_tokens <= 0:
             raise ValueError(f"budget_tokens must be positive, got {budget_tokens}")
         self._budget_tokens = budget_tokens
         self._prior_first_tokens = prior_first_tokens
+        self._newcomer_tokens = newcomer_tokens
         self._context_tokens: dict[str, int] = {}
         self._total_tokens = 0
         self._not_generated: set[str] = set()  # live, but no context reported yet
@@ -72,6 +80,10 @@ class LiveKVBudget:
         self._not_generated.discard(sample_id)
 
     def _expected_first_tokens(self) -> float:
+        if self._newcomer_tokens is not None:
+            charged = self._newcomer_tokens()
+            if charged is not None:
+                return charged
         if not self._first_contexts:
             return self._prior_first_tokens
         return self._first_context_sum / self._first_contexts

@@ -16,7 +16,13 @@ sample_refill      —          —         —          LRU    staleness     tr
 =================  =========  ========  =========  =====  ============  ====================
 
 Ours also bounds its live samples by KV (`live_kv_budget` = 1.0: a new sample starts only
-while the live contexts fit the device KV pool; rollout/runtime/live_gate.py). Without it, at
+while the live samples' *expected final* contexts fit the device and host KV tier;
+rollout/runtime/live_gate.py, rollout/core/final_context.py). The expected final context is a
+censored estimate from the run's finished and live samples, with what the run has not seen at the
+context limit: no prior to tune. Charging today's context instead (`no_growth_charge`, the
+preset until issue 27) admits a wave of young samples that outgrow the pool together: on the
+growth workload (contexts grow ~6x per trajectory) 1.10x slower and 3.8x the recomputation
+(simulated, docs/benchmarks.md). Without it, at
 64 groups x 8 samples of the SWE-like workload every admitted sample was live at once and the
 cache thrashed: simulated T_next 2.7x worse than `traj_async`, KV hit rate 0.39. And ours checks
 the device KV at every generation (`kv_residency`, rollout/core/kv_residency.py): without it,
@@ -51,7 +57,8 @@ sample_slots_per_batch: 2.0}`. The ablations of ours remove exactly one mechanis
 `conductor` preset (everything else, the live-KV gate included, stays): `no_priority` (critical
 groups), `no_preemption`, `no_kv_hints` (priority KV and its session hints: LRU KV instead),
 `no_live_gate`, `no_kv_residency` (the per-turn device-KV check and KV-pressure preemption of
-rollout/core/kv_residency.py).
+rollout/core/kv_residency.py), `no_growth_charge` (the gate charges today's contexts against the
+device KV alone).
 
 Two live bounds of ours are options, off in the presets, measured in docs/benchmarks.md (issue
 27): `live_charge` (charge a live sample its predicted growth, `rollout/core/context_growth.py`)
@@ -236,8 +243,10 @@ def _preset_configs() -> list[PolicyConfig]:
     presets = [
         _ours(
             "conductor",
-            "ours: action-level, critical groups, preemption, priority KV",
+            "ours: action-level, critical groups, preemption, priority KV, growth-aware live KV",
             live_kv_budget=1.0,
+            live_charge="expected_final",
+            live_kv_tier="device_and_host",
         ),
         _fcfs("sync", "batch-synchronous: admit B, wait for all, train", admission="synchronous"),
         _fcfs("traj_async", "trajectory-level async, same bound", slot_holding="trajectory"),
@@ -259,6 +268,13 @@ def _preset_configs() -> list[PolicyConfig]:
         ),
         _without(ours, "no_live_gate", "the live-KV gate", live_kv_budget=0.0),
         _without(ours, "no_kv_residency", "per-turn KV residency", kv_residency=False),
+        _without(
+            ours,
+            "no_growth_charge",
+            "growth-aware live charges (today's contexts against the device KV)",
+            live_charge="current",
+            live_kv_tier="device",
+        ),
     ]
     return presets
 

@@ -182,7 +182,9 @@ class Conductor(StepDeadlines, RetiredGroups, ShedGroups):
         self._quota_changed = asyncio.Event()
         self._group_ready = asyncio.Event()
         self._live_limit: LiveLimit | None = None
-        self._growth = policy.context_growth(self.rollout)  # growth-aware live charges
+        self._growth = policy.context_growth(
+            self.rollout, self._loop_config.max_context_tokens
+        )  # growth-aware live charges
         self._tasks: asyncio.TaskGroup | None = None
         self._children: set[asyncio.Task[None]] = set()
         # retired_requests=cancel: samples with tokens of the current version, each live
@@ -213,13 +215,14 @@ class Conductor(StepDeadlines, RetiredGroups, ShedGroups):
         if self._tasks is not None:
             raise RolloutError("the conductor was already started; create a new one")
         self._origin_s = self._clock.now()
-        slots = capacity = 0
+        slots = capacity = host_capacity = 0
         for name, engine in self._engines.items():
             if self._policy_version:  # restored from a checkpoint
                 await engine.update_weights(self._policy_version)
             stats = engine.stats()
             slots += stats.max_running_requests
             capacity += stats.kv_capacity_tokens
+            host_capacity += int(stats.extra.get("kv_host_capacity_tokens", 0))
             self.report(EngineAdded(name, scheduler_view(stats), self._clock.now()))
         self._timeseries = TimeseriesSampler(self._engines, self._counters, self._origin_s)
         admission = self.rollout.admission
@@ -228,6 +231,7 @@ class Conductor(StepDeadlines, RetiredGroups, ShedGroups):
                 slots,
                 capacity,
                 self._config.agent_slots,
+                kv_host_capacity_tokens=host_capacity,
                 max_context_tokens=self._loop_config.max_context_tokens,
                 groups_per_step=admission.groups_per_step,
                 group_size=admission.group_size,
@@ -235,6 +239,7 @@ class Conductor(StepDeadlines, RetiredGroups, ShedGroups):
                 group_size_of=self._group_size_of,
                 shed_groups=self._shed_groups,
                 recomputed_tokens=self._recomputed_tokens,
+                newcomer_tokens=None if self._growth is None else self._growth.newcomer_tokens,
             )
         )
         self._tasks = asyncio.TaskGroup()

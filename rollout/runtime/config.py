@@ -81,12 +81,21 @@ class PolicyConfig(FrozenConfig):
         "low-priority generations when a critical one does not fit (rollout/core/"
         "kv_residency.py).",
     )
-    live_charge: Literal["current", "remaining_mean", "peak"] = Field(
+    live_charge: Literal["current", "remaining_mean", "peak", "expected_final"] = Field(
         default="current",
         description="What the live-KV gate charges a live sample (rollout/core/context_growth.py): "
         "its context now ('current'); that plus half its predicted growth over its remaining "
         "turns, the mean over its remaining life ('remaining_mean'); or its predicted final "
-        "context ('peak'). Growth and remaining turns are learned from the run.",
+        "context ('peak'). Growth and remaining turns are learned from the run. "
+        "'expected_final': the final context expected of a sample live at its context now, "
+        "a censored estimate from the run's finished and live samples with the unobserved tail "
+        "at the context limit (rollout/core/final_context.py): no prior.",
+    )
+    live_kv_tier: Literal["device", "device_and_host"] = Field(
+        default="device",
+        description="What the live-KV gate's budget multiplies: the engines' device KV "
+        "('device'), or device plus host KV ('device_and_host': a tool-waiting sample's KV is "
+        "parked on host by the KV manager, so the whole tier holds the live set).",
     )
     live_bound: Literal["kv_gate", "recompute"] = Field(
         default="kv_gate",

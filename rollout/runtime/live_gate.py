@@ -8,6 +8,8 @@ while they fit.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rollout.core.live_gate import LiveKVBudget
 from rollout.runtime.fifo_gate import FifoGate
 
@@ -17,9 +19,14 @@ __all__ = ["LiveKVGate"]
 class LiveKVGate(FifoGate):
     """FIFO gate on the live samples' total context tokens (see the module docstring)."""
 
-    def __init__(self, budget_tokens: float, prior_first_tokens: float = 0.0) -> None:
+    def __init__(
+        self,
+        budget_tokens: float,
+        prior_first_tokens: float = 0.0,
+        newcomer_tokens: Callable[[], float | None] | None = None,
+    ) -> None:
         super().__init__()
-        self._budget = LiveKVBudget(budget_tokens, prior_first_tokens)
+        self._budget = LiveKVBudget(budget_tokens, prior_first_tokens, newcomer_tokens)
 
     @property
     def live(self) -> int:

@@ -96,6 +96,7 @@ class LiveLimitContext:
     kv_capacity_tokens: int  # the engines' device KV pools, summed (tokens)
     agent_slots: int  # ConductorConfig.agent_slots (0 = generation_slots)
     max_context_tokens: int = 0  # the longest context an episode may reach (tokens)
+    kv_host_capacity_tokens: int = 0  # the engines' host KV tiers, summed (tokens)
     groups_per_step: int = 1  # B
     group_size: int = 1  # K (a mixed run's sources may differ: `group_size_of`)
     now_s: Callable[[], float] | None = None  # the conductor's clock
@@ -106,6 +107,9 @@ class LiveLimitContext:
     # the engines' cumulative recomputed tokens (prefix a sample had computed that the engine
     # no longer held), from the conductor's request counters
     recomputed_tokens: Callable[[], int] | None = None
+    # what a sample that has not generated yet is expected to hold (the growth-aware charge,
+    # `RolloutPolicy.context_growth`; None from it: the gate's own first-context estimate)
+    newcomer_tokens: Callable[[], float | None] | None = None
 
 
 class RolloutPolicy:
@@ -170,7 +174,9 @@ class RolloutPolicy:
             priority_kv=flags.kv_policy == "priority",
         )
 
-    def context_growth(self, rollout: RolloutConfig) -> ContextGrowth | None:
+    def context_growth(
+        self, rollout: RolloutConfig, max_context_tokens: int = 0
+    ) -> ContextGrowth | None:
         """What the live limit charges each live sample, when it is not its context now."""
         rule = self.config.live_charge
         if rule == "current" or self.live_limit_kind() != "kv":
@@ -179,6 +185,8 @@ class RolloutPolicy:
             rule,
             prior_turn_tokens=rollout.scheduler.prior_turn_tokens,
             prior_turns=rollout.predictor.sibling.prior_turns,
+            ceiling_tokens=max_context_tokens,
+            window=rollout.predictor.sibling.prior_window,
         )
 
     def live_limit_kind(self) -> str:
@@ -209,8 +217,13 @@ class RolloutPolicy:
             )
             return RecomputeLimit(control, context.recomputed_tokens)
         if flags.live_kv_budget > 0:
-            budget = flags.live_kv_budget * context.kv_capacity_tokens
+            tier = context.kv_capacity_tokens
+            if flags.live_kv_tier == "device_and_host":
+                tier += context.kv_host_capacity_tokens
+            budget = flags.live_kv_budget * tier
             # Until contexts are reported, a newcomer counts as one slot's share of the budget.
             prior = budget / max(1, context.generation_slots)
-            return LiveKVGate(budget, prior_first_tokens=prior)
+            return LiveKVGate(
+                budget, prior_first_tokens=prior, newcomer_tokens=context.newcomer_tokens
+            )
         return None

@@ -56,3 +56,16 @@ def test_updates_of_samples_that_are_not_live_are_ignored() -> None:
 def test_budget_must_be_positive() -> None:
     with pytest.raises(ValueError, match="positive"):
         LiveKVBudget(budget_tokens=0)
+
+
+def test_a_newcomer_estimate_from_the_caller_replaces_the_mean_first_context() -> None:
+    estimate: list[float | None] = [None]
+    budget = LiveKVBudget(
+        budget_tokens=1000, prior_first_tokens=100, newcomer_tokens=lambda: estimate[0]
+    )
+    budget.admit("a")
+    assert budget.live_tokens == 100  # no estimate yet: the prior
+    estimate[0] = 950.0
+    assert not budget.fits()  # 100 + 950 > 1000
+    budget.admit("b")
+    assert budget.live_tokens == 100 + 950

@@ -45,7 +45,14 @@ def run(deadline: DeadlineConfig, steps: int = 2) -> list[Batch]:
 def run_rollout(deadline: DeadlineConfig, steps: int = 2) -> tuple[list[Batch], SimRollout]:
     async def main() -> tuple[list[Batch], SimRollout]:
         config = ConductorConfig(timeseries_interval_s=1.0, deadline=deadline)
-        rollout = build_rollout(conductor_config=config, groups_per_step=2, group_size=GROUP_SIZE)
+        # the scenarios below (which group a tool call keeps out at the deadline) are timed on
+        # this live bound: today's contexts against the device KV
+        rollout = build_rollout(
+            conductor_config=config,
+            groups_per_step=2,
+            group_size=GROUP_SIZE,
+            policy="no_growth_charge",
+        )
         async with rollout.conductor:
             batches = await train(rollout, steps)
         await rollout.engine.aclose()
