@@ -11,29 +11,56 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 
+from kvcache.page_keys import append_only_origin
 from rollout.engines.sim.kv import Tokens, TokenSeq
 
 __all__ = ["PageRadixNode", "PageRadixTree"]
 
 
 class PageRadixNode:
-    """One edge of the tree: `key` (whole pages) below `parent`, children keyed by first page."""
+    """One edge of the tree: `key` (whole pages) below `parent`, children keyed by first page.
+
+    The key may be kept as a position in an append-only list (`origin`, `origin_start`) instead
+    of a copy: a prefill chunk's pages are committed this way (copying every recomputed chunk
+    was a sixth of a long-context simulation's CPU), and a later turn of the same context
+    matches them without comparing tokens. `key` copies them out the first time another
+    sequence must be compared with them.
+    """
 
     __slots__ = (
+        "_key",
         "alive",
         "children",
         "device",
         "device_children",
+        "first_page",
         "host",
-        "key",
         "lock_ref",
         "node_id",
+        "origin",
+        "origin_start",
         "parent",
+        "size",
         "stamp",
     )
 
-    def __init__(self, key: Tokens, parent: PageRadixNode | None, node_id: int, stamp: int) -> None:
-        self.key = key
+    def __init__(
+        self,
+        key: Tokens | None,
+        parent: PageRadixNode | None,
+        node_id: int,
+        stamp: int,
+        *,
+        first_page: Tokens = (),
+        size: int = 0,
+        origin: list[int] | None = None,
+        origin_start: int = 0,
+    ) -> None:
+        self._key = key
+        self.size = len(key) if key is not None else size  # tokens (whole pages)
+        self.first_page = first_page  # the key under which `parent` files it
+        self.origin = origin  # the append-only list the key is a slice of (None: no list)
+        self.origin_start = origin_start
         self.parent = parent
         self.children: dict[Tokens, PageRadixNode] = {}
         self.device = False  # holds KV on the device
@@ -43,6 +70,16 @@ class PageRadixNode:
         self.node_id = node_id
         self.stamp = stamp  # recency (a logical tick)
         self.alive = True
+
+    @property
+    def key(self) -> Tokens:
+        """The node's tokens (copied out of `origin` on first use)."""
+        key = self._key
+        if key is None:
+            assert self.origin is not None, "a radix node has neither a key nor an origin"
+            start = self.origin_start
+            key = self._key = tuple(self.origin[start : start + self.size])
+        return key
 
 
 class PageRadixTree:
@@ -64,12 +101,16 @@ class PageRadixTree:
         """
         page = self.page
         path: list[PageRadixNode] = []
+        origin = append_only_origin(ids)
+        base, shared = origin if origin is not None else (None, 0)
         while pos + page <= limit:
             child = node.children.get(ids[pos : pos + page])
             if child is None:
                 break
-            end = pos + len(child.key)
-            if end <= limit and ids[pos:end] == child.key:
+            end = pos + child.size
+            # A key cut from the same append-only list at the same place is equal unseen.
+            same_cut = base is not None and child.origin is base and child.origin_start == pos
+            if end <= limit and ((same_cut and end <= shared) or ids[pos:end] == child.key):
                 node, pos = child, end
                 path.append(child)
                 continue
@@ -95,26 +136,69 @@ class PageRadixTree:
     def split(self, node: PageRadixNode, at: int) -> PageRadixNode:
         """Cut `node` after `at` tokens; return the new upper part (same state as `node`)."""
         parent = self.parent(node)
-        upper = PageRadixNode(node.key[:at], parent, next(self._ids), node.stamp)
+        page = self.page
+        if node._key is None:  # still a slice of its origin: so are both parts
+            upper = PageRadixNode(
+                None,
+                parent,
+                next(self._ids),
+                node.stamp,
+                first_page=node.first_page,
+                size=at,
+                origin=node.origin,
+                origin_start=node.origin_start,
+            )
+            node.origin_start += at
+            node.size -= at
+            start = node.origin_start
+            node.first_page = tuple(node.origin[start : start + page])  # type: ignore[index]
+        else:
+            key = node._key
+            upper = PageRadixNode(key[:at], parent, next(self._ids), node.stamp)
+            upper.first_page = node.first_page
+            upper.origin, upper.origin_start = node.origin, node.origin_start
+            node._key = key[at:]
+            node.size = len(node._key)
+            node.first_page = node._key[:page]
+            if node.origin is not None:
+                node.origin_start += at
         upper.device, upper.host, upper.lock_ref = node.device, node.host, node.lock_ref
         upper.device_children = 1 if node.device else 0
-        node.key = node.key[at:]
         node.parent = upper
-        upper.children[node.key[: self.page]] = node
-        parent.children[upper.key[: self.page]] = upper
+        upper.children[node.first_page] = node
+        parent.children[upper.first_page] = upper
         self.node_count += 1
         return upper
 
-    def add_child(self, parent: PageRadixNode, key: Tokens, stamp: int) -> PageRadixNode:
-        """A new node under `parent` (no tier, no lock: the caller sets them)."""
-        child = PageRadixNode(key, parent, next(self._ids), stamp)
-        parent.children[key[: self.page]] = child
+    def add_child(
+        self, parent: PageRadixNode, ids: TokenSeq, start: int, end: int, stamp: int
+    ) -> PageRadixNode:
+        """A new node under `parent` for `ids[start:end]` (no tier, no lock: the caller sets
+        them). Kept as a slice of `ids`' append-only origin when it has one, else copied."""
+        page = self.page
+        first_page = ids[start : start + page]
+        origin = append_only_origin(ids)
+        if origin is not None and end <= origin[1]:
+            child = PageRadixNode(
+                None,
+                parent,
+                next(self._ids),
+                stamp,
+                first_page=first_page,
+                size=end - start,
+                origin=origin[0],
+                origin_start=start,
+            )
+        else:
+            child = PageRadixNode(ids[start:end], parent, next(self._ids), stamp)
+            child.first_page = first_page
+        parent.children[first_page] = child
         self.node_count += 1
         return child
 
     def detach(self, node: PageRadixNode) -> list[PageRadixNode]:
         """Remove `node` and its subtree; return the removed nodes (now marked dead)."""
-        del self.parent(node).children[node.key[: self.page]]
+        del self.parent(node).children[node.first_page]
         removed: list[PageRadixNode] = []
         stack = [node]
         while stack:
@@ -134,7 +218,7 @@ class PageRadixTree:
         """Tokens from the root to the end of `node` (constant while the node lives)."""
         end = 0
         while node is not self.root:
-            end += len(node.key)
+            end += node.size
             node = self.parent(node)
         return end
 
