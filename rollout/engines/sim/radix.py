@@ -16,6 +16,10 @@ from rollout.engines.sim.kv import Tokens, TokenSeq
 
 __all__ = ["PageRadixNode", "PageRadixTree"]
 
+# Lists a node remembers as equal to its key: a group's samples share a prompt (8 per group in
+# the shipped workloads); the oldest is forgotten first.
+_SEEN_LISTS = 8
+
 
 class PageRadixNode:
     """One edge of the tree: `key` (whole pages) below `parent`, children keyed by first page.
@@ -24,7 +28,8 @@ class PageRadixNode:
     of a copy: a prefill chunk's pages are committed this way (copying every recomputed chunk
     was a sixth of a long-context simulation's CPU), and a later turn of the same context
     matches them without comparing tokens. `key` copies them out the first time another
-    sequence must be compared with them.
+    sequence must be compared with them. A list once found equal to the key is remembered
+    (`seen_in`; append-only lists never change where they were compared).
     """
 
     __slots__ = (
@@ -40,6 +45,7 @@ class PageRadixNode:
         "origin",
         "origin_start",
         "parent",
+        "seen_in",
         "size",
         "stamp",
     )
@@ -61,6 +67,9 @@ class PageRadixNode:
         self.first_page = first_page  # the key under which `parent` files it
         self.origin = origin  # the append-only list the key is a slice of (None: no list)
         self.origin_start = origin_start
+        # Other append-only lists found equal to the key at its place (the contexts of sibling
+        # samples that share this prompt): compared once each, not on every turn.
+        self.seen_in: tuple[list[int], ...] = ()
         self.parent = parent
         self.children: dict[Tokens, PageRadixNode] = {}
         self.device = False  # holds KV on the device
@@ -108,12 +117,25 @@ class PageRadixTree:
             if child is None:
                 break
             end = pos + child.size
-            # A key cut from the same append-only list at the same place is equal unseen.
-            same_cut = base is not None and child.origin is base and child.origin_start == pos
-            if end <= limit and ((same_cut and end <= shared) or ids[pos:end] == child.key):
-                node, pos = child, end
-                path.append(child)
-                continue
+            if end <= limit:
+                if base is not None and end <= shared:
+                    # A key cut from this append-only list at this place, or found equal to it
+                    # here before, is equal unseen.
+                    if (child.origin is base and child.origin_start == pos) or _holds(
+                        child.seen_in, base
+                    ):
+                        node, pos = child, end
+                        path.append(child)
+                        continue
+                    if ids[pos:end] == child.key:
+                        child.seen_in = (*child.seen_in[1 - _SEEN_LISTS :], base)
+                        node, pos = child, end
+                        path.append(child)
+                        continue
+                elif ids[pos:end] == child.key:
+                    node, pos = child, end
+                    path.append(child)
+                    continue
             matched = self._common_pages(ids, pos, limit, child.key)
             child = self.split(child, matched)
             path.append(child)
@@ -162,6 +184,7 @@ class PageRadixTree:
             node.first_page = node._key[:page]
             if node.origin is not None:
                 node.origin_start += at
+        upper.seen_in = node.seen_in  # equal to the whole key, so to both of its parts
         upper.device, upper.host, upper.lock_ref = node.device, node.host, node.lock_ref
         upper.device_children = 1 if node.device else 0
         node.parent = upper
@@ -238,3 +261,8 @@ class PageRadixTree:
             node = stack.pop()
             yield node
             stack.extend(node.children.values())
+
+
+def _holds(lists: tuple[list[int], ...], wanted: list[int]) -> bool:
+    """Whether `wanted` itself (not an equal list) is one of `lists`."""
+    return any(candidate is wanted for candidate in lists)
