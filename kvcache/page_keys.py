@@ -25,6 +25,7 @@ __all__ = [
     "TokenPrefix",
     "TokenSequence",
     "TokenSnapshot",
+    "append_only_origin",
     "continue_page_keys",
     "extend_page_keys",
     "page_keys",
@@ -87,6 +88,21 @@ def page_keys(tokens: TokenSequence, page_size: int, n_pages: int) -> Sequence[i
         keys: Sequence[int] = carried(page_size, n_pages)
         return keys
     return extend_page_keys([], tokens, page_size, n_pages)
+
+
+def append_only_origin(tokens: object) -> tuple[list[int], int] | None:
+    """The append-only list `tokens` reads from and how many of its first tokens `tokens`
+    shares with it (None: no such list is known).
+
+    Two sequences with the same origin list agree on every position below both lengths, with
+    no comparison: the list is never rewritten, only appended to (`TokenSnapshot`). A prefix
+    cache uses it to skip comparing a context with the pages that same context cached before.
+    """
+    origin = getattr(tokens, "append_only_origin", None)
+    if origin is None:
+        return None
+    found: tuple[list[int], int] | None = origin()
+    return found
 
 
 class AppendOnlyPageKeys:
@@ -154,6 +170,13 @@ class TokenPrefix(Sequence[int]):
     def _keys_of_base(self, page_size: int, n_pages: int) -> Sequence[int]:
         return page_keys(self._base, page_size, n_pages)
 
+    def append_only_origin(self) -> tuple[list[int], int] | None:
+        """`base`'s append-only origin, clipped to this prefix (see `append_only_origin`)."""
+        origin = append_only_origin(self._base)
+        if origin is None:
+            return None
+        return origin[0], min(origin[1], self._length)
+
 
 class TokenSnapshot(TokenPrefix):
     """The ids of a list that only ever grows, as long as it is now, frozen without copying.
@@ -189,6 +212,11 @@ class TokenSnapshot(TokenPrefix):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (tuple, (self[:],))
+
+    def append_only_origin(self) -> tuple[list[int], int]:
+        """The owner's list itself: it only ever grows, so its first tokens are ours."""
+        base: list[int] = self._base  # type: ignore[assignment]  # a list by construction
+        return base, self._length
 
     def _keys_of_base(self, page_size: int, n_pages: int) -> Sequence[int]:
         if self._memo is None:

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol, overload, runtime_checkable
 
-from kvcache.page_keys import extend_page_keys, page_keys
+from kvcache.page_keys import append_only_origin, extend_page_keys, page_keys
 from rollout.engines.base import KVHint
 
 __all__ = [
@@ -126,6 +126,14 @@ class JoinedTokens:
         if position < split:
             return self._head[position]
         return self._tail[position - split]
+
+    def append_only_origin(self) -> tuple[list[int], int] | None:
+        """The head's append-only origin (`kvcache.page_keys.append_only_origin`): the tail
+        is a copy of output that no list is known to hold."""
+        origin = append_only_origin(self._head)
+        if origin is None:
+            return None
+        return origin[0], min(origin[1], len(self._head))
 
     def to_tuple(self) -> Tokens:
         return self._head[:] + self._tail

@@ -170,7 +170,7 @@ class LRURadixKV:
         while node is not self._root and not node.device:
             host_path.append(node)
             node = self._tree.parent(node)
-        tokens = sum(len(n.key) for n in host_path)
+        tokens = sum(n.size for n in host_path)
         if tokens == 0:
             return LoadBack(0)
         short = self._make_device_room(tokens)
@@ -178,7 +178,7 @@ class LRURadixKV:
             return LoadBack(0, short)
         for node in reversed(host_path):
             self._set_device(node, True)
-            self._locked_device += len(node.key)
+            self._locked_device += node.size
         self._loaded += tokens
         return LoadBack(tokens)
 
@@ -211,14 +211,14 @@ class LRURadixKV:
         start = hold.node
         node, pos, path = self._tree.walk(token_ids, start, hold.pos, target)
         for existing in path:
-            size = len(existing.key)
+            size = existing.size
             moved = min(size, hold.private)
             hold.private -= moved
             self._private -= moved
             if not existing.device:  # our fresh copy makes a host-only page device-resident
                 self._set_device(existing, True)
         if pos < target:
-            new = self._tree.add_child(node, token_ids[pos:target], self._tick)
+            new = self._tree.add_child(node, token_ids, pos, target, self._tick)
             size = target - pos
             moved = min(size, hold.private)
             hold.private -= moved
@@ -286,7 +286,7 @@ class LRURadixKV:
             parent = stack.pop()
             device_children = 0
             for first_page, child in parent.children.items():
-                size = len(child.key)
+                size = child.size
                 assert child.alive and child.parent is parent, "a child is detached"
                 assert size > 0 and size % self._page == 0, "a key is not whole pages"
                 assert child.key[: self._page] == first_page, "a child is filed under a wrong key"
@@ -321,10 +321,10 @@ class LRURadixKV:
         device = host = 0
         index = 0
         while index < len(path) and path[index].device:
-            device += len(path[index].key)
+            device += path[index].size
             index += 1
         while index < len(path) and path[index].host and not path[index].device:
-            host += len(path[index].key)
+            host += path[index].size
             index += 1
         return device, host, index
 
@@ -340,7 +340,7 @@ class LRURadixKV:
         """Add one lock on every node from `node` up to, not including, `stop`."""
         while node is not stop and node is not self._root:
             if node.lock_ref == 0 and node.device:
-                self._locked_device += len(node.key)
+                self._locked_device += node.size
             node.lock_ref += 1
             node = self._tree.parent(node)
 
@@ -349,7 +349,7 @@ class LRURadixKV:
             node.lock_ref -= 1
             if node.lock_ref == 0:
                 if node.device:
-                    self._locked_device -= len(node.key)
+                    self._locked_device -= node.size
                 self._offer(node)
             node = self._tree.parent(node)
 
@@ -359,7 +359,7 @@ class LRURadixKV:
         if node.device == resident:
             return
         node.device = resident
-        size = len(node.key)
+        size = node.size
         parent = self._tree.parent(node)
         if resident:
             self._tree_device += size
@@ -373,11 +373,11 @@ class LRURadixKV:
     def _set_host(self, node: PageRadixNode, resident: bool) -> None:
         if node.host != resident:
             node.host = resident
-            self._host_used += len(node.key) if resident else -len(node.key)
+            self._host_used += node.size if resident else -node.size
 
     def _copy_to_host(self, node: PageRadixNode) -> bool:
         """Give `node` a host copy if the host has room (after dropping LRU host-only leaves)."""
-        size = len(node.key)
+        size = node.size
         if self._host_capacity - self._host_used < size:
             while self._host_capacity - self._host_used < size:
                 victim = self._pop(self._host_heap, device=False)
@@ -401,7 +401,7 @@ class LRURadixKV:
     def _evict_device(self, node: PageRadixNode) -> None:
         if node.host or (self._host_capacity and self._copy_to_host(node)):
             self._set_device(node, False)
-            self._demoted += len(node.key)
+            self._demoted += node.size
         else:
             self._dropped += self._delete_subtree(node)
 
@@ -410,9 +410,9 @@ class LRURadixKV:
         parent = self._tree.parent(node)
         removed = 0
         for doomed in self._tree.detach(node):
-            removed += len(doomed.key)
+            removed += doomed.size
             if doomed.device:
-                self._tree_device -= len(doomed.key)
+                self._tree_device -= doomed.size
             self._set_host(doomed, False)
         if node.device:
             parent.device_children -= 1

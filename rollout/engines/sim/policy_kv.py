@@ -186,6 +186,11 @@ class PolicyKV:
     def stats(self) -> KVBackendStats:
         policy = self._policy
         totals = self.policy_stats()
+        # One pass with the threshold inlined (`Priority.from_engine`): the engine asks for
+        # stats after every generation, and two generator passes over the open sessions
+        # were half of what a call cost.
+        high_min = self._high_min
+        pins_high = sum(1 for p in self._open.values() if p >= high_min)
         return KVBackendStats(
             capacity_tokens=self._config.device_capacity_tokens,
             used_tokens=policy.device_used_tokens,
@@ -204,8 +209,8 @@ class PolicyKV:
             prefetches=totals.prefetches,
             prefetches_in_time=totals.prefetches_in_time,
             prefetches_late=totals.prefetches_late,
-            pins_high=sum(self._priority(p) == Priority.HIGH for p in self._open.values()),
-            pins_low=sum(self._priority(p) != Priority.HIGH for p in self._open.values()),
+            pins_high=pins_high,
+            pins_low=len(self._open) - pins_high,
         )
 
     # ---- a request's life -----------------------------------------------------------------
