@@ -15,7 +15,8 @@
 # constant and an oracle length predictor. Then the growth family (configs/simulate/growth.yaml:
 # contexts that grow ~6x per trajectory) at B ∈ {4, 16} on both models, and the drift workload
 # (configs/simulate/drift.yaml: trajectories 2.5x longer over its 20 steps) on the 32B-like
-# model at B=4 and the 8B-like at B=16, async_factor 2, with every baseline and both peers. KV-tight, growth and drift cells
+# model at B=4 and the 8B-like at B=16, async_factor 2, with every baseline, both peers and
+# no_growth_charge (ours charging today's contexts). KV-tight, growth and drift cells
 # draw the comparison figures of their first seed into ${OUT%.md}_figures/<cell>/ (`--figures`).
 #
 # Every sweep is a coarse grid refined around its best value in steps of at most $REFINE (4;
@@ -100,7 +101,7 @@ cell() {
 
 M32=model.path=../model/qwen3_32b_h200.yaml
 M8=model.path=../model/qwen3_8b_h200.yaml
-ABLATIONS="no_priority,no_preemption,no_kv_hints,no_live_gate,no_kv_residency"
+ABLATIONS="no_priority,no_preemption,no_kv_hints,no_live_gate,no_kv_residency,no_growth_charge"
 KV40="{name: kv_throttle_40, base: kv_throttle, low_priority_kv_watermark: 0.4}"
 # The predictor ablations: ours with a constant remaining-length guess, and with the truth.
 PREDICTORS="[predictor.kind=constant],[predictor.kind=oracle]"
@@ -174,7 +175,7 @@ else
         args=(configs/simulate/$workload.yaml groups_per_step=$b async_factor=2)
         if [[ $model == 32B ]]; then args+=("$M32"); else args+=("$M8"); fi
         cell "$workload-$model-B$b-a2" --figures "${args[@]}" \
-          "policies=[conductor,sync,traj_async,aggressive,kv_throttle,$PEERS]" \
+          "policies=[conductor,no_growth_charge,sync,traj_async,aggressive,kv_throttle,$PEERS]" \
           --sweep "traj_async:conductor.agent_slots=$(slots $model $b $workload)" \
           --sweep "aggressive:engine.overrides=$(concurrency $model $workload)"
       done
