@@ -28,6 +28,7 @@ Learned from the run itself, so it needs no per-workload setting. Pure accountin
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -134,6 +135,15 @@ class ContextGrowth:
         done = live.turns_done if live is not None else 0
         mean = self._finished_turns / self._finished if self._finished else self._prior_turns
         return max(1.0, mean - done)
+
+    def state_dict(self) -> dict[str, list[int]]:
+        """What a checkpoint keeps: the finished samples' final contexts (expected_final)."""
+        return {} if self._finals is None else {"final_contexts": self._finals.finals()}
+
+    def load_state_dict(self, state: Mapping[str, Sequence[int]]) -> None:
+        """Resume from `state_dict()` (an empty or foreign state changes nothing)."""
+        if self._finals is not None and "final_contexts" in state:
+            self._finals.load_finals(state["final_contexts"])
 
     def newcomer_tokens(self) -> float | None:
         """What a sample that has not generated yet is charged (None: the gate's own estimate,

@@ -15,9 +15,10 @@ comes down to what the run shows. No prior, no per-workload setting.
 
     expected_final(c) = E[final | final > c]   (at least c, at most the ceiling)
 
-The curve is rebuilt after a sample finishes, and otherwise once the live contexts have been
-updated as many times as there are live samples (about once per round of turns). Pure
-accounting, no clock.
+A resumed run starts from the finished samples its checkpoint kept (`finals`, `load_finals`),
+not from the limit. The curve is rebuilt after a sample finishes, and otherwise once the live
+contexts have been updated as many times as there are live samples (about once per round of
+turns). Pure accounting, no clock.
 """
 
 from __future__ import annotations
@@ -55,6 +56,16 @@ class FinalContextEstimate:
         """A sample ended with its context at `final_tokens`."""
         self._finals.append(min(final_tokens, self._ceiling))
         self._stale = True
+
+    def finals(self) -> list[int]:
+        """The finished samples' final contexts that count now, oldest first (a checkpoint)."""
+        return list(self._finals)
+
+    def load_finals(self, finals: Iterable[int]) -> None:
+        """Start from a checkpoint's `finals()`: a resumed run does not begin at the limit."""
+        self._finals.clear()
+        for final in finals:
+            self.finished(int(final))
 
     def mark_stale(self) -> None:
         """The live contexts moved enough that the curve should be rebuilt before next use."""

@@ -408,6 +408,8 @@ class Conductor(StepDeadlines, RetiredGroups, ShedGroups):
             "admission": self._admission.state_dict(),
             "policy_version": self._policy_version,
             "batches": self.stats.batches,
+            # what the live gate learned of final contexts: a resumed run starts warm
+            "live_growth": self._growth.state_dict() if self._growth is not None else {},
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -420,6 +422,8 @@ class Conductor(StepDeadlines, RetiredGroups, ShedGroups):
         self._policy_version = int(state["policy_version"])
         self._dispatcher.policy_version = self._policy_version
         self.stats.batches = int(state["batches"])
+        if self._growth is not None:
+            self._growth.load_state_dict(state.get("live_growth", {}))
 
     # -- admission and samples -------------------------------------------------------------
 

@@ -93,3 +93,15 @@ def test_the_expected_final_rule_charges_newcomers_and_live_samples_from_the_run
 def test_the_expected_final_rule_needs_the_context_limit() -> None:
     with pytest.raises(ValueError, match="context limit"):
         ContextGrowth("expected_final", prior_turn_tokens=1, prior_turns=1)
+
+
+def test_a_checkpoint_of_the_finished_samples_restores_the_same_estimate() -> None:
+    first = FinalContextEstimate(ceiling_tokens=100_000, window=3)
+    for f in (5_000, 10_000, 20_000, 30_000):
+        first.finished(f)
+    assert first.finals() == [10_000, 20_000, 30_000]  # the window's latest, oldest first
+    second = FinalContextEstimate(ceiling_tokens=100_000, window=3)
+    second.load_finals(first.finals())
+    for estimate in (first, second):
+        estimate.rebuild([])
+    assert second.expected_final(12_000) == first.expected_final(12_000) == 25_000

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 from collections import Counter
+
+import pytest
 
 from foundation.config import load_config
 from rollout.core.config import TrainerApiConfig
@@ -18,7 +21,7 @@ from rollout.observe.run_summary import RunSummary
 from rollout.simulation.vtime import run_virtual
 from rollout.trajectories.batch import Batch
 from tests.paths import CONFIGS, EXAMPLES
-from tests.rollout.fakes import SimRollout, build_rollout, train
+from tests.rollout.fakes import SimRollout, build_rollout, train, workload_config
 
 
 def consumed_samples(batches: list[Batch]) -> list[Trajectory]:
@@ -168,6 +171,26 @@ def test_a_restart_from_state_dict_neither_loses_nor_duplicates_groups() -> None
     assert [batch.step for batch in after] == [3, 4]
     assert all(attempts[g] == 1 for g in attempts if g in unconsumed)
     assert unconsumed & set(attempts), "re-admitted groups are consumed after the restart"
+
+
+def test_a_restarted_conductor_keeps_what_its_live_gate_learned_of_final_contexts() -> None:
+    async def main() -> tuple[list[int], float | None, float | None]:
+        first = build_rollout(groups_per_step=2, async_factor=2)
+        async with first.conductor:
+            await train(first, 2)
+            state = json.loads(json.dumps(first.conductor.state_dict()))  # as on disk
+        await first.engine.aclose()
+        cold = build_rollout(groups_per_step=2, async_factor=2)
+        warm = build_rollout(groups_per_step=2, async_factor=2)
+        warm.conductor.load_state_dict(state)
+        cold_growth, warm_growth = cold.conductor._growth, warm.conductor._growth
+        assert cold_growth is not None and warm_growth is not None  # the preset charges growth
+        finals = state["live_growth"]["final_contexts"]
+        return finals, cold_growth.newcomer_tokens(), warm_growth.newcomer_tokens()
+
+    finals, cold, warm = run_virtual(main())
+    assert cold == workload_config(2).max_context_tokens  # nothing finished: the context limit
+    assert finals and warm == pytest.approx(sum(finals) / len(finals))  # what the run had seen
 
 
 def test_the_same_seed_gives_the_same_run() -> None:
