@@ -21,8 +21,8 @@ rollout/runtime/live_gate.py, rollout/core/final_context.py). The expected final
 censored estimate from the run's finished and live samples, with what the run has not seen at the
 context limit: no prior to tune. Charging today's context instead (`no_growth_charge`, the
 preset until issue 27) admits a wave of young samples that outgrow the pool together: on the
-growth workload (contexts grow ~6x per trajectory) 1.10x slower and 3.8x the recomputation
-(simulated, docs/benchmarks.md). Without it, at
+growth workload (contexts grow ~6x per trajectory, B=16) 1.05x slower [0.99-1.22] with 2.4x
+the recomputation (simulated, 5 seeds, docs/benchmarks.md). Without it, at
 64 groups x 8 samples of the SWE-like workload every admitted sample was live at once and the
 cache thrashed: simulated T_next 2.7x worse than `traj_async`, KV hit rate 0.39. And ours checks
 the device KV at every generation (`kv_residency`, rollout/core/kv_residency.py): without it,
