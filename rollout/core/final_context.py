@@ -48,10 +48,6 @@ class FinalContextEstimate:
         self._tail = 1.0  # mass beyond the last finished sample (at the ceiling)
         self._stale = True
 
-    @property
-    def ceiling_tokens(self) -> int:
-        return self._ceiling
-
     def finished(self, final_tokens: int) -> None:
         """A sample ended with its context at `final_tokens`."""
         self._finals.append(min(final_tokens, self._ceiling))

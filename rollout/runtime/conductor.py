@@ -453,19 +453,29 @@ class Conductor(StepDeadlines, RetiredGroups, ShedGroups):
             self._spawn(self._run_sample(group, index), sample_id)
         self._recompute_priorities()
 
+    def _settle_growth(self, sample_id: str, attempt: Trajectory | None) -> None:
+        """Teach the live charges where a sample's context ended; a shed, cancelled or failed
+        attempt's context is not a final one, so it teaches nothing."""
+        assert self._growth is not None
+        if attempt is not None and attempt.infra_error is None:
+            self._growth.finished(sample_id)
+        else:
+            self._growth.forget(sample_id)
+
     async def _run_sample(self, group: Group, index: int) -> None:
         sample_id = make_sample_id(group.group_id, group.attempt, index)
         limit = self._live_limit
         while True:
             if limit is not None:
                 await limit.enter(sample_id)
+            attempt = None
             try:
                 attempt = await self._sheddable_attempts(group, index)
             finally:
                 if limit is not None:
                     limit.leave(sample_id)
                 if self._growth is not None:
-                    self._growth.finished(sample_id)
+                    self._settle_growth(sample_id, attempt)
             if attempt is not None:
                 trajectory = attempt
                 break  # else its group was shed: from scratch, through the limit again
