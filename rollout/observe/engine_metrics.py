@@ -77,6 +77,8 @@ class KVCacheStats:
     host_hit_tokens: float
     miss_tokens: float
     recomputed_tokens: float
+    # of recomputed_tokens, those older weights had computed (lost to a weight update)
+    recomputed_after_update_tokens: float = 0.0
     # KV traffic between the tiers (0 when the engine does not report it).
     h2d_bytes: float = 0.0
     d2h_bytes: float = 0.0
@@ -117,6 +119,7 @@ def _counters(sample: TimeseriesSample) -> KVCacheStats:
         host_hit_tokens=sample.kv_host_hits,
         miss_tokens=sample.kv_misses,
         recomputed_tokens=sample.recomputed_tokens,
+        recomputed_after_update_tokens=float(sample.extra.get("recomputed_after_update_tokens", 0.0)),
         **traffic,
     )
 
@@ -136,6 +139,7 @@ def kv_cache_stats(timeseries: Iterable[TimeseriesSample]) -> KVCacheStats | Non
         host_hit_tokens=sum(t.host_hit_tokens for t in totals),
         miss_tokens=sum(t.miss_tokens for t in totals),
         recomputed_tokens=sum(t.recomputed_tokens for t in totals),
+        recomputed_after_update_tokens=sum(t.recomputed_after_update_tokens for t in totals),
         **{key: sum(getattr(t, key) for t in totals) for key in _TRAFFIC_KEYS},
     )
 

@@ -279,6 +279,12 @@ class RunMetrics:
             SummaryRow(
                 "recomputed_tokens", "recomputed tokens", _get(kv, "recomputed_tokens"), "tokens"
             ),
+            SummaryRow(
+                "recomputed_after_update_tokens",
+                "of which computed by older weights",
+                _get(kv, "recomputed_after_update_tokens"),
+                "tokens",
+            ),
             SummaryRow("kv_h2d_bytes", "KV moved host→device", _get(kv, "h2d_bytes"), "bytes"),
             SummaryRow("kv_d2h_bytes", "KV moved device→host", _get(kv, "d2h_bytes"), "bytes"),
             SummaryRow("kv_offloads", "KV offloads", _get(kv, "offloads"), "count"),

@@ -60,6 +60,8 @@ class RunSummary:
     # prompt tokens served from the host tier (loaded back) over prompt tokens sent; None when
     # the engines do not report it (`kv_hit_rate` counts both tiers)
     kv_host_hit_rate: float | None = None
+    # of recomputed_tokens, the ones older weights had computed (a weight update lost them)
+    recomputed_after_update_tokens: int = 0
 
     @property
     def kv_device_hit_rate(self) -> float | None:
@@ -209,6 +211,9 @@ def summarize_run(
         if prompt and host_hit_tokens is not None
         else None,
         recomputed_tokens=sum(c.recomputed_tokens for c in counters.values()),
+        recomputed_after_update_tokens=sum(
+            c.recomputed_after_update_tokens for c in counters.values()
+        ),
         preemptions=dispatch.preemptions,
         interruptions=dispatch.interruptions,
         rewards_mean=sum(rewards) / len(rewards) if rewards else None,

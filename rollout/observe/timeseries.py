@@ -2,7 +2,9 @@
 
 `EngineCounters` counts, from every `GenerateResult`, the prompt tokens sent, the ones the
 engine served from its prefix cache, and the ones it had to *recompute*: tokens it had computed
-for the same sample before (rounded down to whole cache pages) but no longer held. A request
+for the same sample before (rounded down to whole cache pages) but no longer held, and of those
+the ones computed under older weights (`recomputed_after_update_tokens`: a weight update flushed
+them, or put them in another cache namespace; the rest were evicted or dropped). A request
 aborted before its first output token counts no recompute (the engine may never have admitted
 it; the sample's next request counts what is lost). These need
 nothing engine-specific, so they work for SGLang as for the simulator.
@@ -16,8 +18,8 @@ with `busy` the fraction of the interval since the previous sample that the engi
 (from the engine's cumulative `busy_s`, also written as an extra key; null when the engine
 reports no busy time, e.g. an SGLang server without `/metrics`) and cumulative token
 counters for the rest. Extra keys: KV traffic between tiers, the host tier's used and capacity
-tokens (`kv_host_used_tokens`, `kv_host_capacity_tokens`; 0 without a host tier) and the
-cumulative `generated_tokens`.
+tokens (`kv_host_used_tokens`, `kv_host_capacity_tokens`; 0 without a host tier), the
+cumulative `generated_tokens` and `recomputed_after_update_tokens`.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ class EngineCounters:
     prompt_tokens: int = 0
     cached_tokens: int = 0
     recomputed_tokens: int = 0
+    recomputed_after_update_tokens: int = 0  # of recomputed_tokens: computed by older weights
     generated_tokens: int = 0
 
     def count(
@@ -54,8 +57,10 @@ class EngineCounters:
         *,
         computed_prefix_tokens: int,
         page_tokens: int,
+        prefix_from_older_weights: bool = False,
     ) -> None:
-        """Add one result; `computed_prefix_tokens` were computed for this sample before."""
+        """Add one result; `computed_prefix_tokens` were computed for this sample before (by
+        weights older than the request's when `prefix_from_older_weights`)."""
         prompt = len(request.input_ids)
         self.requests += 1
         self.prompt_tokens += prompt
@@ -69,7 +74,10 @@ class EngineCounters:
         # The engine can match at most prompt - 1 tokens, in whole pages.
         cacheable = min(computed_prefix_tokens, prompt - 1)
         cacheable -= cacheable % page_tokens
-        self.recomputed_tokens += max(0, cacheable - result.cached_tokens)
+        recomputed = max(0, cacheable - result.cached_tokens)
+        self.recomputed_tokens += recomputed
+        if prefix_from_older_weights:
+            self.recomputed_after_update_tokens += recomputed
 
     @property
     def hit_rate(self) -> float:
@@ -96,6 +104,7 @@ def timeseries_record(
         "kv_host_hits": host_hits,
         "kv_misses": counters.prompt_tokens - counters.cached_tokens,
         "recomputed_tokens": counters.recomputed_tokens,
+        "recomputed_after_update_tokens": counters.recomputed_after_update_tokens,
         "busy_s": float(extra.get("busy_s", 0.0)),
         # KV traffic between tiers, cumulative (read by rollout.observe.engine_metrics).
         "kv_h2d_bytes": float(extra.get("h2d_bytes", 0.0)),

@@ -91,6 +91,7 @@ class AgentLoop:
         self._in_scheduler = False
         self._engine_name: str | None = None
         self._computed_prefix = 0  # tokens whose KV the engine has computed for this sample
+        self._prefix_version = 0  # the policy version that computed them
         self._truncation: str | None = None  # why the conductor ends it early (a deadline)
         self._act_task: asyncio.Future[ActOutcome] | None = None  # the tool call running
         self._in_flight: GenerationTicket | None = None  # the generation now in the engine
@@ -363,6 +364,7 @@ class AgentLoop:
             deadline_s=getattr(self._host, "request_deadline_s", None),
         )
         self._deadline_s = request.deadline_s
+        version = self._host_policy_version()
         self._engine_name = ticket.engine
         self._in_flight = ticket
         try:
@@ -375,10 +377,18 @@ class AgentLoop:
             result,
             computed_prefix_tokens=self._computed_prefix,
             sample_id=self._sample.sample_id,
+            prefix_from_older_weights=self._computed_prefix > 0 and self._prefix_version < version,
         )
-        # The last sampled token has no KV yet; everything before it has been computed once.
+        # The last sampled token has no KV yet; everything before it has been computed once,
+        # by the weights of the request's start (an update in between aborts it).
         self._computed_prefix = len(request.input_ids) + len(result.output_ids) - 1
+        self._prefix_version = version
         return result
+
+    def _host_policy_version(self) -> int:
+        """The policy version the engines serve now (a host without versions: always 0)."""
+        version = getattr(self._host, "policy_version", 0)
+        return version if isinstance(version, int) else 0
 
     async def _call_engine(self, name: str, request: GenerateRequest) -> GenerateResult:
         """`generate`, with the hung-engine watchdog; any failure becomes an `EngineError`

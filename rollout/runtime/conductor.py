@@ -313,7 +313,12 @@ class Conductor(StepDeadlines, RetiredGroups, ShedGroups):
         return self._admission
 
     def _recomputed_tokens(self) -> int:
-        return sum(counters.recomputed_tokens for counters in self._counters.values())
+        """KV the engines computed again because they had dropped it: a weight update's loss
+        (every live sample pays it once, whatever the load) is no sign of KV pressure."""
+        return sum(
+            counters.recomputed_tokens - counters.recomputed_after_update_tokens
+            for counters in self._counters.values()
+        )
 
     @property
     def engine_counters(self) -> Mapping[str, EngineCounters]:
@@ -566,6 +571,7 @@ class Conductor(StepDeadlines, RetiredGroups, ShedGroups):
         *,
         computed_prefix_tokens: int,
         sample_id: str = "",
+        prefix_from_older_weights: bool = False,
     ) -> None:
         if sample_id and result.output_ids and sample_id in self._runs:  # retired_requests=cancel
             self._spent.add(sample_id)
@@ -574,6 +580,7 @@ class Conductor(StepDeadlines, RetiredGroups, ShedGroups):
             result,
             computed_prefix_tokens=computed_prefix_tokens,
             page_tokens=self._loop_config.recompute_page_tokens,
+            prefix_from_older_weights=prefix_from_older_weights,
         )
         if self._live_limit is not None and sample_id:
             context = len(request.input_ids) + len(result.output_ids)

@@ -71,9 +71,11 @@ class LoopHost(Protocol):
         *,
         computed_prefix_tokens: int,
         sample_id: str = "",
+        prefix_from_older_weights: bool = False,
     ) -> None:
-        """A `generate` call returned: refresh engine stats, count cache hits and recompute,
-        and track `sample_id`'s context length (the live-KV gate reads it)."""
+        """A `generate` call returned: refresh engine stats, count cache hits and recompute
+        (apart, what older weights computed: a weight update lost it), and track `sample_id`'s
+        context length (the live-KV gate reads it)."""
         ...
 
     def turn_boundary(self, progress: SampleProgress) -> None:

@@ -105,7 +105,7 @@ class LiveLimitContext:
     # finished samples taken back): what a `PolledLiveLimit` sheds
     shed_groups: Callable[[Sequence[str]], None] | None = None
     # the engines' cumulative recomputed tokens (prefix a sample had computed that the engine
-    # no longer held), from the conductor's request counters
+    # no longer held, weight updates' losses left out), from the conductor's request counters
     recomputed_tokens: Callable[[], int] | None = None
     # what a sample that has not generated yet is expected to hold (the growth-aware charge,
     # `RolloutPolicy.context_growth`; None from it: the gate's own first-context estimate)

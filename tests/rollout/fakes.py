@@ -128,6 +128,7 @@ class RecordingHost:
         *,
         computed_prefix_tokens: int,
         sample_id: str = "",
+        prefix_from_older_weights: bool = False,
     ) -> None:
         self.requests.append(request)
         self.results.append(result)

@@ -249,3 +249,13 @@ def test_ours_runs_with_a_constant_and_with_an_oracle_length_predictor() -> None
     ]
     for result in results:  # the oracle knows a group's samples from its admission on
         assert result.summaries[0].samples == 2 * 2
+
+
+def test_recompute_lost_to_weight_updates_is_told_apart_only_where_samples_span_them() -> None:
+    """`sync` starts every sample after the update it trains on; an async policy's samples live
+    across updates, whose cache flush they pay for."""
+    overrides = ["steps=3", "groups_per_step=2", "group_size=2", "async_factor=2",
+                 "trainer.train_time_s=1", "policies=[sync, traj_async]"]  # fmt: skip
+    sync, spanning = (result.summaries[0] for result in run_seeds(SHORT, overrides, [0]))
+    assert sync.recomputed_after_update_tokens == 0
+    assert 0 < spanning.recomputed_after_update_tokens <= spanning.recomputed_tokens

@@ -69,3 +69,17 @@ def test_an_abort_after_some_output_still_counts_what_it_recomputed() -> None:
         page_tokens=PAGE,
     )
     assert counters.recomputed_tokens == 896 - 128
+
+
+def test_what_older_weights_computed_is_counted_apart_within_the_recompute() -> None:
+    counters = EngineCounters()
+    for older in (True, False):
+        counters.count(
+            _request(1000),
+            _result(1000, cached=128, output=3, reason=FinishReason.STOP),
+            computed_prefix_tokens=900,
+            page_tokens=PAGE,
+            prefix_from_older_weights=older,
+        )
+    assert counters.recomputed_tokens == 2 * (896 - 128)
+    assert counters.recomputed_after_update_tokens == 896 - 128
