@@ -318,7 +318,7 @@ def _variant_policy(simulation: Simulation, variant: Variant) -> RolloutPolicy:
 COLUMNS = ("policy", "T_next", "÷ ours", "counts", "÷ floor", "length bias", "p90 length bias",
            "reward bias", "staleness",
            "E_rollout", "busy", "KV hit device", "KV hit host", "recomputed tokens",
-           "of which after updates", "preemptions")  # fmt: skip
+           "of which after updates", "decode batch", "preemptions")  # fmt: skip
 
 
 def comparison_rows(
@@ -350,6 +350,7 @@ def comparison_rows(
                 cell(lambda s: s.kv_host_hit_rate, 3),
                 cell(lambda s: float(s.recomputed_tokens), 0),
                 cell(lambda s: float(s.recomputed_after_update_tokens), 0),
+                cell(lambda s: s.decode_batch_mean, 1),
                 cell(lambda s: float(s.preemptions), 0),
             ]
         )

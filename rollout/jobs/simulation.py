@@ -181,6 +181,7 @@ def _policy_run(
         counters=conductor.engine_counters,
         dispatch=conductor.stats.dispatch,
         host_hit_tokens=sum(int(e.stats().extra.get("host_hit_tokens", 0)) for e in stack.engines),
+        decode_steps=_decode_steps(stack.engines),
     )
     if isinstance(stack, SimStack):
         summary = with_script_figures(summary, simulation, stack, digests, conductor.stats)
@@ -214,6 +215,18 @@ def write_cluster_figures(
         "fleet": None if fleet is None else asdict(fleet),
     }
     path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+
+
+def _decode_steps(engines: Sequence[SimEngine]) -> tuple[int, int] | None:
+    """The engines' decode tokens and decode steps, summed (None: one does not count them)."""
+    tokens = steps = 0
+    for engine in engines:
+        extra = engine.stats().extra
+        if "decode_tokens" not in extra or "decode_steps" not in extra:
+            return None
+        tokens += int(extra["decode_tokens"])
+        steps += int(extra["decode_steps"])
+    return tokens, steps
 
 
 def with_script_figures(

@@ -62,6 +62,10 @@ class RunSummary:
     kv_host_hit_rate: float | None = None
     # of recomputed_tokens, the ones older weights had computed (a weight update lost them)
     recomputed_after_update_tokens: int = 0
+    # requests per decode step over the run (decode tokens ÷ decode steps); None when the
+    # engines do not count their steps. A decode step's weight read is paid whatever its batch,
+    # so on a KV-bound engine this is how full the device pool is of decoding contexts.
+    decode_batch_mean: float | None = None
 
     @property
     def kv_device_hit_rate(self) -> float | None:
@@ -179,10 +183,12 @@ def summarize_run(
     counters: Mapping[str, EngineCounters],
     dispatch: DecisionCounts,
     host_hit_tokens: int | None = None,
+    decode_steps: tuple[int, int] | None = None,
 ) -> RunSummary:
     """Summarize consumed `batches` (`digest_batch` of each, in order); `busy_s` is summed
     over `engines` during `elapsed_s` (None: the engines reported no busy time);
     `host_hit_tokens`: prompt tokens the engines served from their host tier (None: not
+    reported); `decode_steps`: the engines' (decode tokens, decode steps), summed (None: not
     reported)."""
     t_next = []
     previous_s = origin_s
@@ -220,4 +226,7 @@ def summarize_run(
         samples=samples,
         infra_failures=sum(batch.infra_failures for batch in batches),
         staleness_mean=sum(staleness) / len(staleness) if staleness else None,
+        decode_batch_mean=(
+            decode_steps[0] / decode_steps[1] if decode_steps and decode_steps[1] else None
+        ),
     )

@@ -259,3 +259,11 @@ def test_recompute_lost_to_weight_updates_is_told_apart_only_where_samples_span_
     sync, spanning = (result.summaries[0] for result in run_seeds(SHORT, overrides, [0]))
     assert sync.recomputed_after_update_tokens == 0
     assert 0 < spanning.recomputed_after_update_tokens <= spanning.recomputed_tokens
+
+
+def test_the_decode_batch_is_decode_tokens_over_decode_steps_of_the_engines() -> None:
+    (result,) = run_seeds(SHORT, [*SMALL, "policies=[traj_async]"], [0])
+    batch = result.summaries[0].decode_batch_mean
+    assert batch is not None and 1.0 <= batch <= 32  # short_context runs 32 generation slots
+    one_slot = run_seeds(SHORT, [*SMALL, "policies=[traj_async]", "conductor.agent_slots=1"], [0])
+    assert one_slot[0].summaries[0].decode_batch_mean == 1.0  # one live sample: one per step
