@@ -17,7 +17,8 @@ Engines (label `engine`):
 
 KV cache manager (label `engine`): gauge `conductor_kv_pinned_sessions` (label `ref`: high,
 low; engines that report pins); counters `conductor_kv_offloads_total`, `_prefetches_total`,
-`_offloaded_tokens_total`, `_loaded_tokens_total`, `_recomputed_tokens_total`.
+`_offloaded_tokens_total`, `_loaded_tokens_total`, `_recomputed_tokens_total` and, of those,
+`_recomputed_after_update_tokens_total` (computed by older weights: a weight update lost them).
 
 Env pool: gauges `conductor_env_pool_sandboxes` (label `state`: warm, leased, starting) and
 `conductor_env_pool_live_sandboxes`; counters `conductor_env_pool_cold_starts_total`,
@@ -194,6 +195,9 @@ def _engine_samples(
             _Sample("conductor_kv_recomputed_tokens", "counter",
                     "Prompt tokens computed again after their KV was lost", engine,
                     counters.recomputed_tokens),
+            _Sample("conductor_kv_recomputed_after_update_tokens", "counter",
+                    "Of the recomputed tokens, those older weights had computed (a weight "
+                    "update lost them)", engine, counters.recomputed_after_update_tokens),
         ]  # fmt: skip
     for key, metric, kind, help_, labels in _KV_EXTRA:
         if key in extra:
