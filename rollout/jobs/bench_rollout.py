@@ -103,10 +103,11 @@ class Variant:
 
 
 def parse_sweep(text: str) -> list[Variant]:
-    """`POLICY:KEY=V1,V2,...` as one variant per value (ValueError says the expected form)."""
+    """`POLICY:KEY=V1,V2,...` as one variant per value (ValueError says the expected form); a
+    value in brackets may hold commas (`conductor:rollout.overrides=[a=1, b=2],[a=2]`)."""
     policy, _, assignment = text.partition(":")
     key, _, values = assignment.partition("=")
-    choices = [value.strip() for value in values.split(",") if value.strip()]
+    choices = [value.strip() for value in _top_level_split(values) if value.strip()]
     if not policy or not key or not choices:
         raise ValueError(
             "a sweep is POLICY:KEY=V1,V2,... (e.g. traj_async:conductor.agent_slots=8,16), "
@@ -117,6 +118,22 @@ def parse_sweep(text: str) -> list[Variant]:
         Variant(f"{policy}[{_label(knob, value)}]", policy, (f"{key}={value}",))
         for value in choices
     ]
+
+
+def _top_level_split(values: str) -> list[str]:
+    """`values` split at the commas outside brackets and braces, so that one value may be a
+    list of overrides: `[a=1, b=2],[a=2, b=2]` is two values."""
+    parts, depth, start = [], 0, 0
+    for at, char in enumerate(values):
+        if char in "[{":
+            depth += 1
+        elif char in "]}":
+            depth = max(0, depth - 1)
+        elif char == "," and depth == 0:
+            parts.append(values[start:at])
+            start = at + 1
+    parts.append(values[start:])
+    return parts
 
 
 _ONE_OVERRIDE = re.compile(r"^\[\s*([A-Za-z_][A-Za-z0-9_.]*)\s*=\s*(\d+)\s*\]$")

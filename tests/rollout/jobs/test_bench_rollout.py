@@ -76,6 +76,15 @@ def test_a_sweep_over_engine_overrides_reads_as_the_override() -> None:
     assert sixteen.label == "aggressive[max_running_requests=16]"
 
 
+def test_a_swept_value_in_brackets_may_hold_several_overrides() -> None:
+    (both, one) = parse_sweep(
+        "conductor:rollout.overrides=[scheduler.a=true, scheduler.b=true],[scheduler.a=true]"
+    )
+    assert both.overrides == ("rollout.overrides=[scheduler.a=true, scheduler.b=true]",)
+    assert both.label == "conductor[scheduler.a=true, scheduler.b=true]"
+    assert one.overrides == ("rollout.overrides=[scheduler.a=true]",)
+
+
 def _spread(policy: str, t_next_s: float) -> SeedSpread:
     summary = RunSummary(policy, (t_next_s,), (), None, None, None, 0, 0, 0, None, 0, 0)
     return SeedSpread(policy, (summary,))
