@@ -94,6 +94,8 @@ class World:
         config = SchedulerConfig(
             low_priority_kv_watermark=0.0,
             kv_residency=True,
+            kv_residency_shared_prefix=False,  # the plain accounting: each charged in full
+            kv_residency_adaptive_room=False,  # against the pool alone
             hold_critical_kv=hold,
             prior_turn_tokens=reserve,
             prior_peak_context_tokens=0,

@@ -41,7 +41,13 @@ CASES: dict[str, tuple[BenchScale, SchedulerConfig, SchedulerBenchWorkload]] = {
     ),
     "four_engines_kv_residency": (
         BenchScale(groups=32, group_size=8, engines=4, slots_per_engine=24),
-        SchedulerConfig(kv_residency=True, hold_critical_kv=True, prior_peak_context_tokens=4096),
+        SchedulerConfig(
+            kv_residency=True,
+            kv_residency_shared_prefix=False,
+            kv_residency_adaptive_room=False,
+            hold_critical_kv=True,
+            prior_peak_context_tokens=4096,
+        ),
         SchedulerBenchWorkload(kv_capacity_tokens=40_000, host_kv_capacity_tokens=200_000),
     ),
     "one_engine": (
