@@ -114,12 +114,13 @@ _TRAFFIC_KEYS = ("h2d_bytes", "d2h_bytes", "offloads", "prefetches", "prefetches
 
 def _counters(sample: TimeseriesSample) -> KVCacheStats:
     traffic = {key: float(sample.extra.get(f"kv_{key}", 0.0)) for key in _TRAFFIC_KEYS}
+    after_update = float(sample.extra.get("recomputed_after_update_tokens", 0.0))
     return KVCacheStats(
         device_hit_tokens=sample.kv_device_hits,
         host_hit_tokens=sample.kv_host_hits,
         miss_tokens=sample.kv_misses,
         recomputed_tokens=sample.recomputed_tokens,
-        recomputed_after_update_tokens=float(sample.extra.get("recomputed_after_update_tokens", 0.0)),
+        recomputed_after_update_tokens=after_update,
         **traffic,
     )
 
