@@ -190,8 +190,8 @@ class SchedulerConfig(FrozenConfig):
         description=(
             "With kv_residency: a group's shared prompt is charged once per engine while any of "
             "its samples is resident there (the prefix cache holds it once); off: every "
-            "resident sample is charged its whole context. On since session 15 (simulated, "
-            "docs/benchmarks.md: 0.96-1.00x ours' T_next on every cell measured)."
+            "resident sample is charged its whole context. On since session 16 (simulated, "
+            "docs/benchmarks.md: 0.94-1.00x ours' T_next on every cell measured)."
         ),
     )
     kv_residency_adaptive_room: bool = Field(
@@ -200,7 +200,7 @@ class SchedulerConfig(FrozenConfig):
             "With kv_residency: the charges are held against the device pool plus an AIMD "
             "overcommit driven by the KV the engine reports free (one turn reserve more at two "
             "turns free or more, halved below one); off: against the pool alone. On since "
-            "session 15 (docs/benchmarks.md)."
+            "session 16 (docs/benchmarks.md)."
         ),
     )
     hold_critical_kv: bool = Field(

@@ -66,8 +66,8 @@ Other live charges and bounds of ours are options, measured in docs/benchmarks.m
 backs off when the engines recompute, `rollout/core/recompute_control.py`), e.g. `{name:
 ours_rc, base: conductor, live_bound: recompute}`. Two refinements of the residency check are
 the rollout config's, not a policy's (`scheduler.kv_residency_shared_prefix`,
-`scheduler.kv_residency_adaptive_room`, on by default since session 15: simulated, ours 0.96x
-on swe_like/32B and 0.99x on the growth family with both, never slower on a cell measured).
+`scheduler.kv_residency_adaptive_room`, on by default since session 16: simulated, ours 0.96x
+on swe_like/32B and 0.94-1.00x on the growth family with both, never slower on a cell measured).
 
 A run names a policy in one of three ways (`PolicyRegistry.resolve`):
 
