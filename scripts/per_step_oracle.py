@@ -3,8 +3,8 @@
     .venv/bin/python scripts/per_step_oracle.py CONFIG [OVERRIDES ...] \
         --sweep traj_async:conductor.agent_slots=4,8,12,16,20,24 --seeds 0,1,2 [--markdown FILE]
 
-Runs the config's policies and the sweep's variants on every seed (as `conductor bench
-rollout` does) and reports, per seed: ours' mean T_next, the best *fixed* variant's, and the
+Runs `--ours` and the sweep's variants on every seed (as `conductor bench rollout` does)
+and reports, per seed: ours' mean T_next, the best *fixed* variant's, and the
 **per-step oracle**: every step's T_next taken from whichever variant was fastest on that step,
 in hindsight. The oracle switches for free and ignores that a step's state depends on the steps
 before it, so it is an optimistic estimate of what any policy that only adapts this one knob
@@ -26,12 +26,12 @@ def oracle_row(seed: int, ours: RunSummary, variants: Sequence[tuple[str, RunSum
     """One seed's Markdown row: ours, the best fixed variant, the per-step oracle."""
     best_label, best = min(variants, key=lambda item: item[1].mean_t_next_s)
     steps = len(best.t_next_s)
-    per_step = [min(run.t_next_s[step] for _, run in variants) for step in range(steps)]
-    oracle = sum(per_step) / steps
-    picks = [
-        min(variants, key=lambda item, s=step: item[1].t_next_s[s])[0].split("=")[-1].rstrip("]")
+    winners = [  # (T_next, order, label) of each step's fastest variant; a tie: the first
+        min((run.t_next_s[step], order, label) for order, (label, run) in enumerate(variants))
         for step in range(steps)
     ]
+    oracle = sum(t_next for t_next, _, _ in winners) / steps
+    picks = [label.split("=")[-1].rstrip("]") for _, _, label in winners]  # the swept value
     return (
         f"| {seed} | {ours.mean_t_next_s:,.1f} s | {best.mean_t_next_s:,.1f} s ({best_label}) "
         f"| {oracle:,.1f} s | {best.mean_t_next_s / oracle:.3f}× "
