@@ -47,6 +47,7 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--ours", default="conductor", help="the policy the oracle is set against")
     parser.add_argument("--markdown", type=Path, help="also append the table to this file")
+    parser.add_argument("--jobs", type=int, default=1, help="runs at once (one per core)")
     args = parser.parse_args()
     seeds = [int(seed) for seed in args.seeds.split(",")]
     variants = parse_sweep(args.sweep)
@@ -56,6 +57,7 @@ def main() -> None:
         seeds,
         variants=variants,
         progress=lambda text: print(text, flush=True),
+        jobs=args.jobs,
     )
     by_name = {result.policy: result.summaries for result in results}
     lines = [

@@ -138,6 +138,12 @@ def bench_rollout(
     figures_config: Path = typer.Option(
         DEFAULT_BENCH_FIGURES_CONFIG, help="figure config (YAML) for --figures"
     ),
+    jobs: int = typer.Option(
+        1,
+        min=1,
+        help="runs at once, each in a process of its own (one per core); the results are "
+        "the same as with 1",
+    ),
 ) -> None:
     """Policies over several seeds (SIMULATED): T_next mean and min–max, ratios that count."""
     from foundation.errors import ConfigError
@@ -158,6 +164,7 @@ def bench_rollout(
                 variants=variants,
                 progress=lambda line: status.update(line),
                 record_dir=record_dir,
+                jobs=jobs,
             )
             fine = (
                 [v for text in sweep for v in refine_sweep(text, results, refine)] if refine else []
@@ -171,6 +178,7 @@ def bench_rollout(
                     progress=lambda line: status.update(f"refining: {line}"),
                     record_dir=record_dir,
                     config_policies=False,
+                    jobs=jobs,
                 )
                 variants += fine
     except (ConfigError, ValueError) as exc:

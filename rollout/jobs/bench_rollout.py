@@ -21,6 +21,10 @@ run directory of its own (`record_dir/<run_dir_name(policy)>`, steps, events and
 samples; no trajectories) for the comparison figures of `rollout.observe.bench_plots`.
 Recording changes no timing: those runs' summaries are the table's.
 
+*Processes*: every run is a `PlannedRun` (its config, overrides and seed, the policy, where to
+record it) that `run_planned` plans and runs from scratch, so `run_seeds(jobs=N)` can hand the
+runs to N worker processes and still return the summaries one process would, in its order.
+
 *Weak scaling* (`run_weak_scaling`, `scripts/weak_scaling.py`) runs the first policy of a
 config on N = 1, 8, 64, ... engines with the work per engine fixed: `weak_scaling_overrides`
 multiplies B (groups_per_step), the engines and the env nodes by N. Each run's wall time is
@@ -29,10 +33,12 @@ measured too, so the simulator's own cost at scale is visible.
 
 from __future__ import annotations
 
+import multiprocessing
 import re
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -46,6 +52,7 @@ from rollout.runtime.policy import RolloutPolicy
 from rollout.simulation.vtime import run_virtual
 
 __all__ = [
+    "PlannedRun",
     "Ratio",
     "SeedSpread",
     "Spread",
@@ -60,6 +67,7 @@ __all__ = [
     "refine_sweep",
     "refined_values",
     "run_dir_name",
+    "run_planned",
     "run_seeds",
     "run_weak_scaling",
     "spread",
@@ -288,38 +296,114 @@ def run_seeds(
     progress: Callable[[str], None] = lambda _: None,
     record_dir: Path | None = None,
     config_policies: bool = True,
+    jobs: int = 1,
 ) -> list[SeedSpread]:
     """Every policy of the config at `config_path` (unless `config_policies` is off: a
     refinement pass), then every variant, on every seed; with `record_dir`, the first seed's
-    runs are recorded there (module doc)."""
+    runs are recorded there (module doc). `jobs` > 1 runs that many at once, each in a process
+    of its own: every run is planned from its config and seed alone, so the summaries are the
+    same as one at a time, in the same order."""
     if not seeds:
         raise ValueError("give at least one seed")
+    if jobs < 1:
+        raise ValueError(f"jobs must be at least 1, got {jobs}")
+    planned = _planned_runs(config_path, overrides, seeds, variants, record_dir, config_policies)
+    summaries: list[RunSummary | None] = [None] * len(planned)
+    if jobs == 1:
+        for at, run in enumerate(planned):
+            progress(f"seed {run.seed}: {run.name}")
+            summaries[at] = run_planned(run)
+    else:
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = {pool.submit(run_planned, run): at for at, run in enumerate(planned)}
+            progress(f"0 of {len(planned)} runs done, {jobs} at once")
+            for done, future in enumerate(as_completed(futures), start=1):
+                run = planned[futures[future]]
+                summaries[futures[future]] = future.result()
+                progress(f"{done} of {len(planned)} runs done (last: seed {run.seed}: {run.name})")
     per_policy: dict[str, list[RunSummary]] = {}
     recorded: dict[str, Path] = {}
-    for index, seed in enumerate(seeds):
-        shared = plan_simulation(config_path, [*overrides, f"seed={seed}"])  # every policy's
-        runs: list[tuple[RolloutPolicy, Simulation]] = [
-            (policy, shared) for policy in shared.policies if config_policies
-        ]
-        for variant in variants:
-            tuned = plan_simulation(config_path, [*overrides, *variant.overrides, f"seed={seed}"])
-            runs.append((_variant_policy(tuned, variant), tuned))
-        for policy, simulation in runs:
-            progress(f"seed {seed}: {policy.name}")
-            run_dir = None
-            if record_dir is not None and index == 0:
-                run_dir = record_dir / run_dir_name(policy.name)
-                if run_dir in recorded.values() or (run_dir.exists() and any(run_dir.iterdir())):
-                    raise ValueError(f"{run_dir} is taken (a run directory must start empty)")
-                recorded[policy.name] = run_dir
-                quiet = simulation.config.model_copy(update={"write_trajectories": False})
-                simulation = replace(simulation, config=quiet)
-            run = run_virtual(simulate_policy(simulation, policy, run_dir=run_dir))
-            per_policy.setdefault(policy.name, []).append(run.summary)
+    for run, summary in zip(planned, summaries, strict=True):
+        assert summary is not None
+        per_policy.setdefault(run.name, []).append(summary)
+        if run.run_dir is not None:
+            recorded[run.name] = run.run_dir
     return [
-        SeedSpread(name, tuple(summaries), recorded.get(name))
-        for name, summaries in per_policy.items()
+        SeedSpread(name, tuple(found), recorded.get(name)) for name, found in per_policy.items()
     ]
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedRun:
+    """One simulated run of a bench, all a worker process needs to plan and run it again:
+    the config, its overrides (the seed's included), which policy, where to record it."""
+
+    config_path: Path
+    overrides: tuple[str, ...]
+    seed: int
+    name: str  # the policy's name, or the variant's label
+    policy_index: int | None  # the config's policy at this index, else `variant`'s
+    variant: Variant | None = None
+    run_dir: Path | None = None
+
+
+def _planned_runs(
+    config_path: Path,
+    overrides: Sequence[str],
+    seeds: Sequence[int],
+    variants: Sequence[Variant],
+    record_dir: Path | None,
+    config_policies: bool,
+) -> list[PlannedRun]:
+    """Every run of `run_seeds`, seed by seed, in table order; the recording directories are
+    checked here, before any run starts."""
+    planned: list[PlannedRun] = []
+    taken: set[Path] = set()
+    for index, seed in enumerate(seeds):
+        base = (*overrides, f"seed={seed}")
+        names = (
+            [policy.name for policy in plan_simulation(config_path, list(base)).policies]
+            if config_policies
+            else []
+        )
+        runs = [
+            PlannedRun(config_path, base, seed, name, policy_index=at)
+            for at, name in enumerate(names)
+        ]
+        runs += [
+            PlannedRun(
+                config_path,
+                (*overrides, *variant.overrides, f"seed={seed}"),
+                seed,
+                variant.label,
+                policy_index=None,
+                variant=variant,
+            )
+            for variant in variants
+        ]
+        for run in runs:
+            if record_dir is not None and index == 0:
+                run_dir = record_dir / run_dir_name(run.name)
+                if run_dir in taken or (run_dir.exists() and any(run_dir.iterdir())):
+                    raise ValueError(f"{run_dir} is taken (a run directory must start empty)")
+                taken.add(run_dir)
+                run = replace(run, run_dir=run_dir)
+            planned.append(run)
+    return planned
+
+
+def run_planned(run: PlannedRun) -> RunSummary:
+    """Plan `run` from its config and run it in virtual time (in this process or a worker)."""
+    simulation = plan_simulation(run.config_path, list(run.overrides))
+    if run.variant is not None:
+        policy = _variant_policy(simulation, run.variant)
+    else:
+        assert run.policy_index is not None
+        policy = simulation.policies[run.policy_index]
+    if run.run_dir is not None:
+        quiet = simulation.config.model_copy(update={"write_trajectories": False})
+        simulation = replace(simulation, config=quiet)
+    return run_virtual(simulate_policy(simulation, policy, run_dir=run.run_dir)).summary
 
 
 def _variant_policy(simulation: Simulation, variant: Variant) -> RolloutPolicy:

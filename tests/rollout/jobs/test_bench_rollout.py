@@ -233,6 +233,28 @@ def test_recording_the_first_seed_for_figures_changes_no_figure(tmp_path) -> Non
         run_seeds(SHORT, overrides, [0], record_dir=tmp_path)
 
 
+def test_runs_in_worker_processes_give_the_summaries_of_one_process(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    overrides = [*SMALL, "policies=[conductor, sync]"]
+    variants = parse_sweep("traj_async:conductor.agent_slots=2,4")
+    alone = run_seeds(SHORT, overrides, [0, 1], variants=variants)
+    lines: list[str] = []
+    together = run_seeds(
+        SHORT,
+        overrides,
+        [0, 1],
+        variants=variants,
+        jobs=2,
+        progress=lines.append,
+        record_dir=tmp_path,
+    )
+    assert [r.policy for r in together] == [r.policy for r in alone]
+    assert [r.summaries for r in together] == [r.summaries for r in alone]
+    assert lines[0] == "0 of 8 runs done, 2 at once" and lines[-1].startswith("8 of 8 runs done")
+    assert (tmp_path / "traj_async_agent_slots_4" / "steps.jsonl").exists()  # recorded in a worker
+    with pytest.raises(ValueError, match="jobs must be at least 1"):
+        run_seeds(SHORT, overrides, [0], jobs=0)
+
+
 def test_the_command_draws_the_comparison_figures_of_its_first_seed(tmp_path) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "figures"
     overrides = [*SMALL, "policies=[conductor, sync]"]
