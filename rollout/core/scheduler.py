@@ -36,7 +36,11 @@ Rules (DESIGN.md §2–3):
   turn's KV is the cheapest to rebuild if it is evicted — then the one that started last (under
   continuous batching every running request decodes at the same rate, so the youngest has
   produced the fewest tokens when the engine reports no progress), then the lowest-priority
-  group, then the sample id. It resumes later from prompt + partial output.
+  group, then the sample id. It resumes later from prompt + partial output. With
+  `preemption_payoff` (on by default) a slot is preempted only where it would not free soon
+  by itself: the engine's measured natural wait for a slot must exceed one forward step per
+  critical generation running there, the stall the victim's extra prefill costs them
+  (`rollout.core.slot_turnover`).
   Across classes, a waiting sample may also preempt a running sample of a lower class (the
   lowest class first, non-critical first, then the victim key above) where every slot it may
   use is taken; the high-over-low rule applies only to victims of its own or a lower class.
@@ -105,6 +109,7 @@ from rollout.core.scheduler_state import (
     QueueLevel,
     queue_level,
 )
+from rollout.core.slot_turnover import SlotTurnover
 from rollout.core.types import Sample, SampleState
 from rollout.core.victims import VictimSelection
 from rollout.errors import SchedulerError
@@ -172,6 +177,7 @@ class RolloutScheduler(VictimSelection):
         self._victims_total = 0  # preemption candidates on unpaused engines
         self._draining_engines: set[str] = set()  # engines with a preemption in flight
         self._queue_seq = 0
+        self._turnover = SlotTurnover() if config.preemption_payoff else None
         self._residency = (
             KVResidency(
                 config.prior_turn_tokens,
@@ -300,6 +306,9 @@ class RolloutScheduler(VictimSelection):
 
     def _on_generation_finished(self, event: GenerationFinished) -> None:
         entry = self._entry_in(event.sample_id, SampleState.GEN)
+        if self._turnover is not None and entry.engine is not None and event.context_tokens:
+            written = event.context_tokens - entry.started_context_tokens
+            self._turnover.finished(entry.engine, event.now_s - entry.started_at_s, written)
         self._release_slot(entry)
         entry.turn_tokens_before = 0
         entry.segment_tokens = 0

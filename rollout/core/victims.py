@@ -19,6 +19,7 @@ from rollout.core.kv_residency import KVResidency
 from rollout.core.priority import PriorityAssignment
 from rollout.core.scheduler_events import Decision, Preempt
 from rollout.core.scheduler_state import ALL_KEYS, EngineSlots, Entry, QueueKey
+from rollout.core.slot_turnover import SlotTurnover
 from rollout.core.types import SampleState
 
 __all__ = ["VictimSelection"]
@@ -36,6 +37,7 @@ class VictimSelection:
     _victims_total: int
     _classed_live: int
     _residency: KVResidency | None
+    _turnover: SlotTurnover | None
 
     def _waiting_in_order(self, *, high_only: bool = False) -> Iterator[Entry]:
         raise NotImplementedError
@@ -91,6 +93,7 @@ class VictimSelection:
                 freeing[claimed] -= 1
                 freeing_left -= 1
                 continue
+            candidates = [engine for engine in candidates if self._preemption_pays(engine)]
             victim = (
                 self._best_victim_at_or_below(candidates, entry.klass)
                 if self._classed_live
@@ -102,6 +105,14 @@ class VictimSelection:
             why = f"waits and every slot on engine {victim.engine} is taken"
             decisions.append(self._preempt(victim, entry, why))
         return decisions
+
+    def _preemption_pays(self, engine: EngineSlots) -> bool:
+        """Whether a slot preemption on `engine` gains more than it costs
+        (`rollout.core.slot_turnover`; always, without `preemption_payoff`)."""
+        turnover = self._turnover
+        return turnover is None or turnover.preemption_pays(
+            engine.name, len(engine.running), len(engine.critical_running)
+        )
 
     def _class_preemptions(self) -> list[Decision]:
         """A waiting sample may preempt a running one of a lower class (higher rank) where

@@ -55,8 +55,11 @@ class World:
         engines: Iterable[str] = ("e0",),
         watermark: float = 0.0,
         preemption: bool = True,
+        payoff: bool = True,
     ) -> None:
-        config = SchedulerConfig(low_priority_kv_watermark=watermark, preemption=preemption)
+        config = SchedulerConfig(
+            low_priority_kv_watermark=watermark, preemption=preemption, preemption_payoff=payoff
+        )
         self.scheduler = RolloutScheduler(config)
         self.now_s = 0.0
         for engine in engines:
@@ -304,6 +307,25 @@ def test_preemption_can_be_switched_off() -> None:
     world = full_of_low(preemption=False)
     world.prioritize({"H_new_hi"})
     assert preempts(world.admit("new_hi")) == []
+
+
+@pytest.mark.parametrize(
+    ("tokens_per_turn", "payoff", "preempted"),
+    [(200, True, True), (2, True, False), (2, False, True)],
+)
+def test_a_slot_is_preempted_only_where_waiting_for_one_would_cost_more(
+    tokens_per_turn: int, payoff: bool, preempted: bool
+) -> None:
+    # Each event is a second: run0 holds its slot 2 s for `tokens_per_turn` tokens. With two
+    # slots a slot frees every 1 s; at 2 tokens per turn a forward step takes 1 s, so freeing
+    # one by force gains no more than the victim's extra forward costs (slot_turnover.py).
+    world = World(slots=2, payoff=payoff)
+    world.admit("run0_lo")
+    world.admit("run1_lo")
+    world.do(GenerationFinished("run0_lo", context_tokens=tokens_per_turn))
+    world.admit("run2_lo")  # the slots are full again
+    world.prioritize({"H_new_hi"})
+    assert bool(preempts(world.admit("new_hi"))) is preempted
 
 
 def test_preemption_only_targets_the_engine_the_critical_sample_is_sticky_to() -> None:

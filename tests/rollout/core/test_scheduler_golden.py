@@ -36,7 +36,7 @@ EVENTS = 6_000
 CASES: dict[str, tuple[BenchScale, SchedulerConfig, SchedulerBenchWorkload]] = {
     "four_engines": (
         BenchScale(groups=32, group_size=8, engines=4, slots_per_engine=16),
-        SchedulerConfig(low_priority_kv_watermark=0.1, preemption=True),
+        SchedulerConfig(low_priority_kv_watermark=0.1, preemption=True, preemption_payoff=False),
         SchedulerBenchWorkload(kv_capacity_tokens=120_000, mean_turns=4.0),
     ),
     "four_engines_kv_residency": (
@@ -47,12 +47,13 @@ CASES: dict[str, tuple[BenchScale, SchedulerConfig, SchedulerBenchWorkload]] = {
             kv_residency_adaptive_room=False,
             hold_critical_kv=True,
             prior_peak_context_tokens=4096,
+            preemption_payoff=False,
         ),
         SchedulerBenchWorkload(kv_capacity_tokens=40_000, host_kv_capacity_tokens=200_000),
     ),
     "one_engine": (
         BenchScale(groups=24, group_size=8, engines=1, slots_per_engine=48),
-        SchedulerConfig(),
+        SchedulerConfig(preemption_payoff=False),
         SchedulerBenchWorkload(kv_capacity_tokens=150_000, mean_turns=4.0),
     ),
 }
