@@ -223,6 +223,16 @@ class SchedulerConfig(FrozenConfig):
             "(simulated on swe_like/32B: 1,424 s against 1,499 s mean T_next, seeds 0-1)."
         ),
     )
+    kv_residency_live_projection: bool = Field(
+        default=True,
+        description=(
+            "With kv_residency: a new sample starts only while every live sample, projected to "
+            "at least the expected final context (prior_peak_context_tokens until one finishes, "
+            "then the mean final), fits device plus host KV. Set by the policy: off where its "
+            "own live gate already charges growth (live_charge other than current), which "
+            "measures the same from the run's contexts with censoring instead of a prior."
+        ),
+    )
     prior_peak_context_tokens: int = Field(
         default=32768,
         ge=0,

@@ -457,6 +457,7 @@ class RolloutScheduler(VictimSelection):
         sample_id = entry.sample.sample_id
         if (
             entry.new
+            and self._config.kv_residency_live_projection
             and not residency.is_resident(sample_id)
             and not residency.new_sample_fits(entry.context_tokens)
         ):
@@ -501,6 +502,7 @@ class RolloutScheduler(VictimSelection):
             residency is not None
             and entry.new
             and usable
+            and self._config.kv_residency_live_projection
             and (kv_blocked.live_full or not residency.new_sample_fits(entry.context_tokens))
         ):
             kv_blocked.live_full = True  # no later new sample may overtake it

@@ -71,6 +71,11 @@ POLICY_OWNED_ROLLOUT = (
     Owned(("scheduler", "preemption"), "the policy's preemption flag", _DERIVED),
     Owned(("scheduler", "kv_residency"), "the policy's kv_residency flag", _DERIVED),
     Owned(
+        ("scheduler", "kv_residency_live_projection"),
+        "the policy's live_charge (off when its live gate charges growth)",
+        _DERIVED,
+    ),
+    Owned(
         ("scheduler", "low_priority_kv_watermark"),
         "the policy's low_priority_kv_watermark flag",
         _DERIVED,

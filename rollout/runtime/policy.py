@@ -156,6 +156,7 @@ class RolloutPolicy:
             update={
                 "preemption": flags.preemption and flags.critical_priority,
                 "kv_residency": flags.kv_residency,
+                "kv_residency_live_projection": not self.charges_growth(),
                 "low_priority_kv_watermark": flags.low_priority_kv_watermark,
             }
         )
@@ -188,6 +189,10 @@ class RolloutPolicy:
             ceiling_tokens=max_context_tokens,
             window=rollout.predictor.sibling.prior_window,
         )
+
+    def charges_growth(self) -> bool:
+        """Whether the live-KV gate charges a live sample its growth (not today's context)."""
+        return self.config.live_charge != "current" and self.live_limit_kind() == "kv"
 
     def live_limit_kind(self) -> str:
         """'slots' (trajectory-level), 'kv' (the live-KV gate), 'recompute' (the

@@ -90,6 +90,7 @@ class World:
         host: int = 0,
         reserve: int = 0,
         hold: bool = False,
+        projection: bool = True,
     ):
         config = SchedulerConfig(
             low_priority_kv_watermark=0.0,
@@ -99,6 +100,7 @@ class World:
             hold_critical_kv=hold,
             prior_turn_tokens=reserve,
             prior_peak_context_tokens=0,
+            kv_residency_live_projection=projection,
         )
         self.scheduler = RolloutScheduler(config)
         self.now_s = 0.0
@@ -214,6 +216,16 @@ def test_new_samples_wait_while_the_live_set_fills_device_and_host_kv() -> None:
     assert starts(world.admit("c", 200)) == []  # 950 + 950 + 200 > 2,000 live
     assert starts(world.do(ActStarted("a"))) == []
     assert starts(world.do(ActFinished("a", episode_done=True))) == ["c"]
+
+
+def test_without_the_live_projection_new_samples_start_whatever_the_live_set() -> None:
+    # The policy turns the projection off where its own live gate charges growth.
+    world = World(kv=1_000, host=1_000, projection=False)
+    world.admit("a", 900)
+    world.do(GenerationFinished("a", context_tokens=950))
+    world.admit("b", 900)
+    world.do(GenerationFinished("b", context_tokens=950))
+    assert starts(world.admit("c", 200)) == ["c"]  # 2,100 live: the projection would refuse
 
 
 def test_a_new_sample_refused_by_the_live_set_is_not_overtaken_by_a_smaller_one() -> None:

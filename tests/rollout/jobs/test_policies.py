@@ -77,6 +77,15 @@ def test_fcfs_baselines_turn_off_preemption_and_the_throttle() -> None:
         assert not scheduler.preemption and scheduler.low_priority_kv_watermark == 0.0
 
 
+def test_the_residency_projects_the_live_set_only_where_the_live_gate_charges_no_growth() -> None:
+    rollout = RolloutConfig()
+    shaped = {
+        name: resolve_policy(name).shape_rollout(rollout).scheduler.kv_residency_live_projection
+        for name in ("conductor", "no_growth_charge", "no_live_gate")
+    }
+    assert shaped == {"conductor": False, "no_growth_charge": True, "no_live_gate": True}
+
+
 def test_without_critical_groups_there_is_nothing_to_preempt_for() -> None:
     assert not resolve_policy("no_priority").shape_rollout(RolloutConfig()).scheduler.preemption
 
