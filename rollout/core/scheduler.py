@@ -47,7 +47,8 @@ Rules (DESIGN.md §2–3):
 * **KV residency** (`kv_residency`, `rollout.core.kv_residency`). A generation also needs room
   in its engine's device KV for its context and its turn; an engine that cannot hold the next
   sample in order takes no later one in that pass, a new sample starts only while the live set
-  fits device plus host KV, and the first critical sample an engine cannot hold preempts
+  fits device plus host KV (`kv_residency_live_projection`: off where the policy's own live
+  gate charges growth), and the first critical sample an engine cannot hold preempts
   low-priority generations there (best victim first) until their KV makes room. A slot is never
   preempted for a critical sample that residency would still not let start.
 * **Engines.** Each engine has `max_running_requests` slots. A sample is sticky to the engine
