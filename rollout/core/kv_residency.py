@@ -51,9 +51,11 @@ class KVResidency:
         *,
         shared_prefix: bool = False,
         adaptive_room: bool = False,
+        live_projection: bool = True,
     ) -> None:
         self._shared_prefix = shared_prefix
         self._adaptive_room = adaptive_room
+        self._live_projection = live_projection
         self._overcommit: dict[str, int] = {}  # engine -> tokens admitted beyond its capacity
         self._groups: dict[str, tuple[str, int]] = {}  # sample -> (group, shared prompt tokens)
         # (engine, group) -> [resident samples of the group there, prompt tokens charged once]
@@ -95,11 +97,13 @@ class KVResidency:
     def new_sample_fits(self, context_tokens: int) -> bool:
         """Whether one more sample may start: every live sample, projected at least to the
         expected final context, must fit device and host KV together (a context that fits
-        neither is dropped and recomputed later). Unknown capacity or none live: yes. The
-        scheduler asks only with `kv_residency_live_projection`: a policy whose live gate
-        charges growth (`rollout.core.final_context`) turns it off, since that gate measures
-        the same without a prior (simulated: the 32,768-token prior held the first wave of
-        short_context/32B B=16 to ~23 samples, 4 % of T_next at 64 engine slots)."""
+        neither is dropped and recomputed later). Unknown capacity or none live: yes; without
+        `live_projection` always yes: a policy whose live gate charges growth
+        (`rollout.core.final_context`) turns it off, since that gate measures the same without
+        a prior (simulated: the 32,768-token prior held the first wave of short_context/32B
+        B=16 to ~23 samples, 4 % of T_next at 64 engine slots)."""
+        if not self._live_projection:
+            return True
         total = sum(self._capacity.values()) + sum(self._host_capacity.values())
         if not self._live or not all(self._capacity.values()):
             return True

@@ -185,6 +185,7 @@ class RolloutScheduler(VictimSelection):
                 config.prior_peak_context_tokens,
                 shared_prefix=config.kv_residency_shared_prefix,
                 adaptive_room=config.kv_residency_adaptive_room,
+                live_projection=config.kv_residency_live_projection,
             )
             if config.kv_residency
             else None
@@ -458,7 +459,6 @@ class RolloutScheduler(VictimSelection):
         sample_id = entry.sample.sample_id
         if (
             entry.new
-            and self._config.kv_residency_live_projection
             and not residency.is_resident(sample_id)
             and not residency.new_sample_fits(entry.context_tokens)
         ):
@@ -503,7 +503,6 @@ class RolloutScheduler(VictimSelection):
             residency is not None
             and entry.new
             and usable
-            and self._config.kv_residency_live_projection
             and (kv_blocked.live_full or not residency.new_sample_fits(entry.context_tokens))
         ):
             kv_blocked.live_full = True  # no later new sample may overtake it

@@ -359,13 +359,13 @@ def _planned_runs(
     checked here, before any run starts."""
     planned: list[PlannedRun] = []
     taken: set[Path] = set()
+    names = (  # the config's policies, the same on every seed
+        [policy.name for policy in plan_simulation(config_path, [*overrides]).policies]
+        if config_policies
+        else []
+    )
     for index, seed in enumerate(seeds):
         base = (*overrides, f"seed={seed}")
-        names = (
-            [policy.name for policy in plan_simulation(config_path, list(base)).policies]
-            if config_policies
-            else []
-        )
         runs = [
             PlannedRun(config_path, base, seed, name, policy_index=at)
             for at, name in enumerate(names)
