@@ -63,6 +63,7 @@ __all__ = [
     "comparison_rows",
     "markdown_table",
     "parse_sweep",
+    "plan_runs",
     "ratios_to_ours",
     "refine_sweep",
     "refined_values",
@@ -307,7 +308,7 @@ def run_seeds(
         raise ValueError("give at least one seed")
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1, got {jobs}")
-    planned = _planned_runs(config_path, overrides, seeds, variants, record_dir, config_policies)
+    planned = plan_runs(config_path, overrides, seeds, variants, record_dir, config_policies)
     summaries: list[RunSummary | None] = [None] * len(planned)
     if jobs == 1:
         for at, run in enumerate(planned):
@@ -347,7 +348,7 @@ class PlannedRun:
     run_dir: Path | None = None
 
 
-def _planned_runs(
+def plan_runs(
     config_path: Path,
     overrides: Sequence[str],
     seeds: Sequence[int],

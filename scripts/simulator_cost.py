@@ -1,0 +1,68 @@
+"""What each simulated run costs in CPU, and a digest of what it computed (SIMULATED).
+
+    .venv/bin/python scripts/simulator_cost.py CONFIG [OVERRIDES ...] \
+        [--policies conductor,traj_async] [--seeds 0]
+
+Runs the config's policies (or those named) one at a time in this process and prints, per run,
+the CPU seconds it took, its mean T_next and a digest of its whole `RunSummary`. A change meant
+only to make the simulator cheaper must leave every digest as it was (issue 27: "results
+byte-identical"): run this before and after, on a KV-tight cell and a growth cell at least, e.g.
+
+    .venv/bin/python scripts/simulator_cost.py configs/simulate/growth.yaml groups_per_step=16
+    .venv/bin/python scripts/simulator_cost.py configs/simulate/swe_like.yaml \
+        model.path=../model/qwen3_32b_h200.yaml 'policies=[conductor,traj_async,kv_throttle]'
+
+CPU time, not wall time, is the figure (these machines are noisy); compare two versions side by
+side in one sitting, and expect ±3 % between repeats of the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from rollout.jobs.bench_rollout import plan_runs, run_planned
+from rollout.observe.run_summary import RunSummary
+
+
+def summary_digest(summary: RunSummary) -> str:
+    """A short digest of every field of `summary` (floats by their exact repr)."""
+    return hashlib.sha256(repr(summary).encode()).hexdigest()[:16]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("config", type=Path, help="simulate config (configs/simulate/*.yaml)")
+    parser.add_argument("overrides", nargs="*", help="key=value overrides of the config")
+    parser.add_argument("--policies", default="", help="only these, comma-separated")
+    parser.add_argument("--seeds", default="0", help="seeds, comma-separated")
+    args = parser.parse_args(argv)
+    seeds = [int(seed) for seed in args.seeds.split(",")]
+    only = {name for name in args.policies.split(",") if name}
+    runs = [
+        run
+        for run in plan_runs(args.config, args.overrides, seeds, (), None, True)
+        if not only or run.name in only
+    ]
+    if not runs:
+        parser.error(f"no policy of the config is among --policies {args.policies}")
+    total_s = 0.0
+    for run in runs:
+        start_s = time.process_time()
+        summary = run_planned(run)
+        cpu_s = time.process_time() - start_s
+        total_s += cpu_s
+        print(
+            f"seed {run.seed} {run.name:<20} CPU {cpu_s:7.2f} s  T_next "
+            f"{summary.mean_t_next_s:10.3f} s  digest {summary_digest(summary)}",
+            flush=True,
+        )
+    print(f"{len(runs)} runs, CPU {total_s:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,39 @@
+"""scripts/simulator_cost.py: a run's digest repeats exactly and tells different runs apart."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+from tests.paths import REPO_ROOT
+
+SCRIPT = REPO_ROOT / "scripts" / "simulator_cost.py"
+CONFIG = REPO_ROOT / "configs" / "simulate" / "short_context.yaml"
+TINY = ["steps=2", "groups_per_step=2", "group_size=2", "trainer.train_time_s=1"]
+
+
+def _digests(*args: str) -> dict[str, str]:
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), str(CONFIG), *TINY, *args],
+        capture_output=True, text=True, timeout=300, cwd=REPO_ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = re.findall(r"seed 0 (\S+) +CPU +[\d.]+ s .* digest ([0-9a-f]{16})", done.stdout)
+    return dict(rows)
+
+
+def test_a_run_repeats_its_digest_and_another_policy_has_its_own() -> None:
+    first = _digests("policies=[conductor,traj_async]")
+    again = _digests("policies=[conductor,traj_async]", "--policies", "conductor")
+    assert set(first) == {"conductor", "traj_async"}
+    assert again == {"conductor": first["conductor"]}
+    assert first["conductor"] != first["traj_async"]
+
+
+def test_a_policy_the_config_lacks_is_an_error() -> None:
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), str(CONFIG), *TINY, "--policies", "nonesuch"],
+        capture_output=True, text=True, timeout=300, cwd=REPO_ROOT,
+    )  # fmt: skip
+    assert done.returncode == 2 and "nonesuch" in done.stderr
