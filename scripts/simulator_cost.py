@@ -42,13 +42,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     seeds = [int(seed) for seed in args.seeds.split(",")]
     only = {name for name in args.policies.split(",") if name}
-    runs = [
-        run
-        for run in plan_runs(args.config, args.overrides, seeds, (), None, True)
-        if not only or run.name in only
-    ]
-    if not runs:
-        parser.error(f"no policy of the config is among --policies {args.policies}")
+    planned = plan_runs(
+        args.config, args.overrides, seeds, variants=(), record_dir=None, config_policies=True
+    )
+    unknown = only - {run.name for run in planned}
+    if unknown:
+        parser.error(f"the config has no policy {', '.join(sorted(unknown))} (--policies)")
+    runs = [run for run in planned if not only or run.name in only]
     total_s = 0.0
     for run in runs:
         start_s = time.process_time()

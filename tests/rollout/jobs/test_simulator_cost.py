@@ -6,6 +6,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from tests.paths import REPO_ROOT
 
 SCRIPT = REPO_ROOT / "scripts" / "simulator_cost.py"
@@ -31,9 +33,11 @@ def test_a_run_repeats_its_digest_and_another_policy_has_its_own() -> None:
     assert first["conductor"] != first["traj_async"]
 
 
-def test_a_policy_the_config_lacks_is_an_error() -> None:
+@pytest.mark.parametrize("named", ["nonesuch", "conductor,nonesuch"])
+def test_a_policy_the_config_lacks_is_an_error(named: str) -> None:
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), str(CONFIG), *TINY, "--policies", "nonesuch"],
+        [sys.executable, str(SCRIPT), str(CONFIG), *TINY, "--policies", named],
         capture_output=True, text=True, timeout=300, cwd=REPO_ROOT,
     )  # fmt: skip
     assert done.returncode == 2 and "nonesuch" in done.stderr
+    assert "digest" not in done.stdout  # nothing ran
