@@ -14,6 +14,11 @@ byte-identical"): run this before and after, on a KV-tight cell and a growth cel
 
 CPU time, not wall time, is the figure (these machines are noisy); compare two versions side by
 side in one sitting, and expect ±3 % between repeats of the same run.
+
+`--engine` adds, per run, where the simulated engine's time went (virtual seconds, SIMULATED):
+its busy time, the share of it in prefill (or mixed) steps, decode steps and the mean decode
+batch, prefilled tokens and the recomputed ones among them, and the time the host-to-device
+link was busy loading KV back.
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from rollout.jobs.bench_rollout import plan_runs, run_planned
+from rollout.engines.base import EngineStats
+from rollout.jobs.bench_rollout import plan_runs, simulate_planned
 from rollout.observe.run_summary import RunSummary
 
 
@@ -33,12 +39,34 @@ def summary_digest(summary: RunSummary) -> str:
     return hashlib.sha256(repr(summary).encode()).hexdigest()[:16]
 
 
+def engine_time_line(stats: Sequence[EngineStats], summary: RunSummary) -> str:
+    """Where the engines' time went, summed over them (the simulator's counters, SIMULATED)."""
+
+    def total(key: str) -> float:
+        return sum(float(engine.extra.get(key, 0.0)) for engine in stats)
+
+    busy_s = total("busy_s")
+    steps = total("decode_steps")
+    return (
+        f"    engine busy {busy_s:,.1f} s, prefill {total('prefill_busy_s') / busy_s:.1%} of it"
+        f" | decode steps {steps:,.0f}, batch {total('decode_tokens') / steps:.1f}"
+        f" | prefilled {total('prefill_tokens'):,.0f} tokens, recomputed "
+        f"{summary.recomputed_tokens:,} ({summary.recomputed_after_update_tokens:,} after "
+        f"updates) | H2D busy {total('h2d_busy_s'):,.1f} s"
+        if busy_s > 0 and steps > 0
+        else "    the engines did no work"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("config", type=Path, help="simulate config (configs/simulate/*.yaml)")
     parser.add_argument("overrides", nargs="*", help="key=value overrides of the config")
     parser.add_argument("--policies", default="", help="only these, comma-separated")
     parser.add_argument("--seeds", default="0", help="seeds, comma-separated")
+    parser.add_argument(
+        "--engine", action="store_true", help="also print where the engine's time went"
+    )
     args = parser.parse_args(argv)
     seeds = [int(seed) for seed in args.seeds.split(",")]
     only = {name for name in args.policies.split(",") if name}
@@ -52,14 +80,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     total_s = 0.0
     for run in runs:
         start_s = time.process_time()
-        summary = run_planned(run)
+        outcome = simulate_planned(run)
         cpu_s = time.process_time() - start_s
+        summary = outcome.summary
         total_s += cpu_s
         print(
             f"seed {run.seed} {run.name:<20} CPU {cpu_s:7.2f} s  T_next "
             f"{summary.mean_t_next_s:10.3f} s  digest {summary_digest(summary)}",
             flush=True,
         )
+        if args.engine:
+            print(engine_time_line(outcome.engine_stats, summary), flush=True)
     print(f"{len(runs)} runs, CPU {total_s:.1f} s")
     return 0
 

@@ -45,7 +45,7 @@ from pathlib import Path
 from foundation.config import load_config
 from rollout.jobs.config import SimulateConfig
 from rollout.jobs.policies import default_policy_registry
-from rollout.jobs.simulation import simulate_policy
+from rollout.jobs.simulation import PolicyRun, simulate_policy
 from rollout.jobs.simulation_plan import Simulation, plan_simulation
 from rollout.observe.run_summary import RunSummary
 from rollout.runtime.policy import RolloutPolicy
@@ -71,6 +71,7 @@ __all__ = [
     "run_planned",
     "run_seeds",
     "run_weak_scaling",
+    "simulate_planned",
     "spread",
     "weak_scaling_notes",
     "weak_scaling_overrides",
@@ -395,6 +396,12 @@ def plan_runs(
 
 def run_planned(run: PlannedRun) -> RunSummary:
     """Plan `run` from its config and run it in virtual time (in this process or a worker)."""
+    return simulate_planned(run).summary
+
+
+def simulate_planned(run: PlannedRun) -> PolicyRun:
+    """`run_planned`'s whole outcome: the summary and what else the run reports (its engines'
+    final stats among them)."""
     simulation = plan_simulation(run.config_path, list(run.overrides))
     if run.variant is not None:
         policy = _variant_policy(simulation, run.variant)
@@ -404,7 +411,7 @@ def run_planned(run: PlannedRun) -> RunSummary:
     if run.run_dir is not None:
         quiet = simulation.config.model_copy(update={"write_trajectories": False})
         simulation = replace(simulation, config=quiet)
-    return run_virtual(simulate_policy(simulation, policy, run_dir=run.run_dir)).summary
+    return run_virtual(simulate_policy(simulation, policy, run_dir=run.run_dir))
 
 
 def _variant_policy(simulation: Simulation, variant: Variant) -> RolloutPolicy:

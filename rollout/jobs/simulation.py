@@ -33,6 +33,7 @@ from harness.gc_pause import paused_gc
 from rollout.core.predictors import LengthPredictor, build_predictor
 from rollout.core.predictors.base import RemainingWork, SampleContext
 from rollout.core.sources import SourceLayout
+from rollout.engines.base import EngineStats
 from rollout.engines.sim import SimEngine, SimEngineConfig, build_sim_engine
 from rollout.jobs.assembly import RolloutSpec, StepHooks, World, open_conductor, run_steps
 from rollout.jobs.run_health import RunHealth
@@ -70,13 +71,15 @@ CLUSTER_FILE = "cluster.json"  # per-engine and env-fleet figures of a cluster r
 @dataclass(frozen=True, slots=True)
 class PolicyRun:
     """The outcome of one policy: its summary, run directory (if any), engine KV backend, each
-    engine's figures and the env fleet's (None without a fleet)."""
+    engine's figures, the env fleet's (None without a fleet), and each engine's stats at the
+    end (the simulator's own counters in `extra`: where its time went, for developer checks)."""
 
     summary: RunSummary
     run_dir: Path | None
     kv_backend: str
     engines: tuple[EngineFigures, ...] = ()
     fleet: FleetFigures | None = None
+    engine_stats: tuple[EngineStats, ...] = ()
 
 
 async def simulate_policy(
@@ -196,7 +199,8 @@ def _policy_run(
     if run_dir is not None and simulation.config.cluster != ClusterConfig():
         cost = {"model": simulation.model.name, **simulation.model.cost.model_dump(mode="json")}
         write_cluster_figures(run_dir / CLUSTER_FILE, engines, fleet, cost_model=cost)
-    return PolicyRun(summary, run_dir, stack.kv_backend, engines, fleet)
+    final_stats = tuple(engine.stats() for engine in stack.engines)
+    return PolicyRun(summary, run_dir, stack.kv_backend, engines, fleet, final_stats)
 
 
 def write_cluster_figures(

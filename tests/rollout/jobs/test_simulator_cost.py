@@ -41,3 +41,24 @@ def test_a_policy_the_config_lacks_is_an_error(named: str) -> None:
     )  # fmt: skip
     assert done.returncode == 2 and "nonesuch" in done.stderr
     assert "digest" not in done.stdout  # nothing ran
+
+
+def test_engine_time_is_printed_per_run_and_changes_no_digest() -> None:
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), str(CONFIG), *TINY, "policies=[conductor,sync]", "--engine"],
+        capture_output=True, text=True, timeout=300, cwd=REPO_ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = re.findall(
+        r"engine busy ([\d,.]+) s, prefill ([\d.]+)% of it \| decode steps ([\d,]+), batch "
+        r"([\d.]+) \| prefilled ([\d,]+) tokens, recomputed ([\d,]+)",
+        done.stdout,
+    )
+    assert len(lines) == 2  # one per run
+    for busy, prefill_pct, steps, batch, prefilled, recomputed in lines:
+        assert float(busy.replace(",", "")) > 0 and int(steps.replace(",", "")) > 0
+        assert 0 < float(prefill_pct) < 100 and float(batch) >= 1
+        assert int(prefilled.replace(",", "")) >= int(recomputed.replace(",", ""))
+    plain = _digests("policies=[conductor,sync]")
+    shown = dict(re.findall(r"seed 0 (\S+) +CPU +[\d.]+ s .* digest ([0-9a-f]{16})", done.stdout))
+    assert shown == plain
