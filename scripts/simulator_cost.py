@@ -1,7 +1,7 @@
 """What each simulated run costs in CPU, and a digest of what it computed (SIMULATED).
 
     .venv/bin/python scripts/simulator_cost.py CONFIG [OVERRIDES ...] \
-        [--policies conductor,traj_async] [--seeds 0]
+        [--policies conductor,traj_async] [--seeds 0] [--engine]
 
 Runs the config's policies (or those named) one at a time in this process and prints, per run,
 the CPU seconds it took, its mean T_next and a digest of its whole `RunSummary`. A change meant
