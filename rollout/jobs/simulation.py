@@ -174,6 +174,7 @@ def _policy_run(
     """The summary and figures of a finished policy run."""
     conductor: Conductor = outcome.conductor
     busy_s: Mapping[str, float] = outcome.busy_s or {}
+    final_stats = tuple(engine.stats() for engine in stack.engines)  # read once, used below
     summary = summarize_run(
         plan.policy.name,
         digests,
@@ -183,14 +184,17 @@ def _policy_run(
         engines=len(stack.engines),  # busy fraction = the mean over engines
         counters=conductor.engine_counters,
         dispatch=conductor.stats.dispatch,
-        host_hit_tokens=sum(int(e.stats().extra.get("host_hit_tokens", 0)) for e in stack.engines),
-        decode_steps=_decode_steps(stack.engines),
+        host_hit_tokens=sum(int(stats.extra.get("host_hit_tokens", 0)) for stats in final_stats),
+        decode_steps=_decode_steps(final_stats),
     )
     if isinstance(stack, SimStack):
         summary = with_script_figures(summary, simulation, stack, digests, conductor.stats)
     engines = engine_figures(
         busy_s,
-        capacity_tokens={e.name: e.stats().kv_capacity_tokens for e in stack.engines},
+        capacity_tokens={
+            engine.name: stats.kv_capacity_tokens
+            for engine, stats in zip(stack.engines, final_stats, strict=True)
+        },
         elapsed_s=outcome.elapsed_s,
         counters=conductor.engine_counters,
         kv=kv_samples,
@@ -199,7 +203,6 @@ def _policy_run(
     if run_dir is not None and simulation.config.cluster != ClusterConfig():
         cost = {"model": simulation.model.name, **simulation.model.cost.model_dump(mode="json")}
         write_cluster_figures(run_dir / CLUSTER_FILE, engines, fleet, cost_model=cost)
-    final_stats = tuple(engine.stats() for engine in stack.engines)
     return PolicyRun(summary, run_dir, stack.kv_backend, engines, fleet, final_stats)
 
 
@@ -221,11 +224,11 @@ def write_cluster_figures(
     path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
 
 
-def _decode_steps(engines: Sequence[SimEngine]) -> tuple[int, int] | None:
+def _decode_steps(stats: Sequence[EngineStats]) -> tuple[int, int] | None:
     """The engines' decode tokens and decode steps, summed (None: one does not count them)."""
     tokens = steps = 0
-    for engine in engines:
-        extra = engine.stats().extra
+    for engine in stats:
+        extra = engine.extra
         if "decode_tokens" not in extra or "decode_steps" not in extra:
             return None
         tokens += int(extra["decode_tokens"])

@@ -15,14 +15,21 @@ CONFIG = REPO_ROOT / "configs" / "simulate" / "short_context.yaml"
 TINY = ["steps=2", "groups_per_step=2", "group_size=2", "trainer.train_time_s=1"]
 
 
-def _digests(*args: str) -> dict[str, str]:
+def _output(*args: str) -> str:
     done = subprocess.run(
         [sys.executable, str(SCRIPT), str(CONFIG), *TINY, *args],
         capture_output=True, text=True, timeout=300, cwd=REPO_ROOT,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    rows = re.findall(r"seed 0 (\S+) +CPU +[\d.]+ s .* digest ([0-9a-f]{16})", done.stdout)
-    return dict(rows)
+    return done.stdout
+
+
+def _digests_in(output: str) -> dict[str, str]:
+    return dict(re.findall(r"seed 0 (\S+) +CPU +[\d.]+ s .* digest ([0-9a-f]{16})", output))
+
+
+def _digests(*args: str) -> dict[str, str]:
+    return _digests_in(_output(*args))
 
 
 def test_a_run_repeats_its_digest_and_another_policy_has_its_own() -> None:
@@ -44,21 +51,15 @@ def test_a_policy_the_config_lacks_is_an_error(named: str) -> None:
 
 
 def test_engine_time_is_printed_per_run_and_changes_no_digest() -> None:
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), str(CONFIG), *TINY, "policies=[conductor,sync]", "--engine"],
-        capture_output=True, text=True, timeout=300, cwd=REPO_ROOT,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    output = _output("policies=[conductor,sync]", "--engine")
     lines = re.findall(
         r"engine busy ([\d,.]+) s, prefill ([\d.]+)% of it \| decode steps ([\d,]+), batch "
         r"([\d.]+) \| prefilled ([\d,]+) tokens, recomputed ([\d,]+)",
-        done.stdout,
+        output,
     )
     assert len(lines) == 2  # one per run
     for busy, prefill_pct, steps, batch, prefilled, recomputed in lines:
         assert float(busy.replace(",", "")) > 0 and int(steps.replace(",", "")) > 0
         assert 0 < float(prefill_pct) < 100 and float(batch) >= 1
         assert int(prefilled.replace(",", "")) >= int(recomputed.replace(",", ""))
-    plain = _digests("policies=[conductor,sync]")
-    shown = dict(re.findall(r"seed 0 (\S+) +CPU +[\d.]+ s .* digest ([0-9a-f]{16})", done.stdout))
-    assert shown == plain
+    assert _digests_in(output) == _digests("policies=[conductor,sync]")
