@@ -258,6 +258,7 @@ def with_script_figures(
         kv_pool_tokens=simulation.model.kv_capacity_tokens(engine.page_tokens),
         slots=engine.max_running_requests,
         engines=len(stack.engines),
+        max_prefill_tokens=None if engine.mixed_chunk else engine.max_prefill_tokens,
     )
     consumed_scripts = [
         script

@@ -16,6 +16,17 @@ model (`rollout.engines.sim.cost_model.step_time_s`) gives a time no schedule ca
 * on top, every token pays `b_tok`, every decoded token `c_dec·L` for the context it reads, and
   every prefilled chunk `c_pf·n(p + n/2)`, counted once (no recomputation, every prefix cached).
 
+That is the floor of an engine that mixes prefill chunks into decode forwards
+(`--enable-mixed-chunk`): prefill then rides on the decode steps, and only `tokens·b_c` can
+outgrow them. An engine without it (`max_prefill_tokens` given: SGLang's default, and the
+simulated engine's, `mixed_chunk: false`) runs prefill as forwards of their own, each of at most
+`max_prefill_tokens`, while every decode waits: the fixed part is then the decode steps'
+`D·t_fix + max(D·t_weights, decode tokens·b_c)` plus the prefill steps'
+`S·t_fix + max(S·t_weights, prefill tokens·b_c)`, `S` at least prefill tokens ÷
+`max_prefill_tokens`. Still a floor of that engine (each term bounds a sum of its steps), and
+a tighter one: on the KV-tight 32B-like cells prefill is about a quarter of the engine's time,
+which the mixed floor counts as free.
+
 With `engines` identical engines working in parallel, a step round still decodes one token of
 a sample and at most `engines × slots` requests and `engines × pool` tokens of context, while
 the per-token costs split over the engines: the floor is the same sum with the step bound taken
@@ -50,9 +61,12 @@ def engine_floor_s(
     kv_pool_tokens: int,
     slots: int,
     engines: int = 1,
+    max_prefill_tokens: int | None = None,
 ) -> float:
     """Seconds of engine time `work` needs at least on `engines` engines of `slots` slots and
-    `kv_pool_tokens` each (see the module docstring)."""
+    `kv_pool_tokens` each; `max_prefill_tokens`: prefill runs in forwards of its own of at most
+    that many tokens (no mixed chunks), None: it may ride on decode forwards (see the module
+    docstring)."""
     if engines < 1:
         raise ValueError(f"the floor needs at least one engine, got {engines}")
     tokens = work.decode_tokens + work.prefill_tokens
@@ -64,7 +78,13 @@ def engine_floor_s(
         / max(1, kv_pool_tokens * engines),
         work.longest_decode_tokens,
     )
-    fixed = max(decode_steps * (cost.t_fix_s + cost.t_weights_s), tokens * cost.b_c_s / engines)
+    if max_prefill_tokens is None:
+        fixed = max(decode_steps * (cost.t_fix_s + cost.t_weights_s), tokens * cost.b_c_s / engines)
+    else:
+        prefill_steps = work.prefill_tokens / (max_prefill_tokens * engines)
+        fixed = _forwards_s(cost, decode_steps, work.decode_tokens / engines) + _forwards_s(
+            cost, prefill_steps, work.prefill_tokens / engines
+        )
     # Term by term (x / 1 == x exactly), so one engine gives the single-engine sum bit for bit.
     return (
         fixed
@@ -72,3 +92,9 @@ def engine_floor_s(
         + cost.c_dec_s * work.decode_context_tokens / engines
         + cost.c_pf_s * work.prefill_attention / engines
     )
+
+
+def _forwards_s(cost: CostModelConfig, steps: float, tokens: float) -> float:
+    """The fixed part of `steps` forwards computing `tokens` in all: each pays `t_fix` and at
+    least `t_weights` or its tokens' `b_c` (Σ max ≥ max Σ)."""
+    return steps * cost.t_fix_s + max(steps * cost.t_weights_s, tokens * cost.b_c_s)

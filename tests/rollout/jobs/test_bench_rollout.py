@@ -298,3 +298,17 @@ def test_the_decode_batch_is_decode_tokens_over_decode_steps_of_the_engines() ->
     assert batch is not None and 1.0 <= batch <= 32  # short_context runs 32 generation slots
     one_slot = run_seeds(SHORT, [*SMALL, "policies=[traj_async]", "conductor.agent_slots=1"], [0])
     assert one_slot[0].summaries[0].decode_batch_mean == 1.0  # one live sample: one per step
+
+
+def test_the_floor_is_that_of_the_engine_that_ran_prefill_forwards_stall_decodes_or_not() -> None:
+    """`sync` consumes exactly the groups it admits, so both runs' floors count the same work:
+    the engine that mixes prefill into decode forwards has the lower floor, and each run stays
+    above its own."""
+    floors = {}
+    for mixed in (False, True):
+        overrides = f"engine.overrides=[max_running_requests=32,mixed_chunk={str(mixed).lower()}]"
+        (result,) = run_seeds(SHORT, [*SMALL, "policies=[sync]", overrides], [0])
+        (summary,) = result.summaries
+        assert summary.over_floor is not None and summary.over_floor >= 1.0
+        floors[mixed] = summary.floor_t_next_s
+    assert floors[True] < floors[False]

@@ -111,3 +111,30 @@ def test_prompts_shared_in_the_pool_let_a_step_hold_more_contexts() -> None:
     shared = replace(work, decode_shared_context_tokens=64 * 500)  # half of each is a shared prompt
     halved = engine_floor_s(shared, COST, kv_pool_tokens=8_000, slots=64)  # 4 steps at least
     assert alone - halved == pytest.approx(4 * (COST.t_fix_s + COST.t_weights_s))
+
+
+def test_without_mixed_chunks_prefill_forwards_pay_fixed_costs_on_top_of_decode_steps() -> None:
+    """SGLang's default (no `--enable-mixed-chunk`): a prefill forward stalls every decode, so
+    its fixed cost adds to the decode steps' instead of hiding under them."""
+    work = EngineWork(decode_tokens=64, decode_context_tokens=64_000, prefill_tokens=40_000,
+                      prefill_attention=4e8, longest_decode_tokens=8)  # fmt: skip
+    mixed = engine_floor_s(work, COST, kv_pool_tokens=8_000, slots=64)
+    serial = engine_floor_s(work, COST, kv_pool_tokens=8_000, slots=64, max_prefill_tokens=10_000)
+    prefill_steps = 4  # 40k tokens, at most 10k a forward
+    prefill_fixed = prefill_steps * COST.t_fix_s + max(
+        prefill_steps * COST.t_weights_s, 40_000 * COST.b_c_s
+    )
+    decode_fixed = 8 * (COST.t_fix_s + COST.t_weights_s)  # the pool binds: 64k / 8k steps
+    per_token = COST.b_tok_s * 40_064 + COST.c_dec_s * 64_000 + COST.c_pf_s * 4e8
+    assert serial == pytest.approx(decode_fixed + prefill_fixed + per_token)
+    assert mixed == pytest.approx(max(decode_fixed, 40_064 * COST.b_c_s) + per_token)
+    assert serial > mixed
+
+
+def test_smaller_prefill_forwards_raise_the_floor_only_through_their_fixed_cost() -> None:
+    work = EngineWork(prefill_tokens=32_000, prefill_attention=1e8)
+    big = engine_floor_s(work, COST, kv_pool_tokens=1000, slots=4, max_prefill_tokens=32_000)
+    small = engine_floor_s(work, COST, kv_pool_tokens=1000, slots=4, max_prefill_tokens=1_000)
+    # one forward is compute-bound (32k·b_c = 3.2 s ≫ t_weights); 32 small ones still are,
+    # and pay t_fix 31 times more
+    assert small - big == pytest.approx(31 * COST.t_fix_s)
