@@ -119,11 +119,31 @@ class Batcher:
         """Add a new, retracted or preempted request to the waiting queue."""
         self.live[sim.rid] = sim
         by_priority = self._config.schedule_policy is SchedulePolicy.PRIORITY
-        rank = -sim.request.priority if by_priority else 0
+        rank = -sim.priority if by_priority else 0
         sim.epoch += 1
         sim.start_waiting(self._now())
         heapq.heappush(self._waiting, (rank, sim.seq, sim.epoch, sim))
         self.waiting_count += 1
+
+    def set_session_priority(self, session_id: str, priority: int) -> None:
+        """The session's priority changed (a `set_priority` hint): its live requests take it.
+
+        A request keeps the priority it was sent with otherwise, and the KV it may evict is
+        judged by it: a request sent while its group was not critical, then queued behind a
+        pool full of its now-critical siblings' protected KV, could evict none of it and, with
+        nothing running, wait for ever (growth/32B B=16, seed 4, before session 20).
+        """
+        if not session_id:
+            return
+        by_priority = self._config.schedule_policy is SchedulePolicy.PRIORITY
+        for sim in self.live.values():
+            if sim.request.session_id != session_id or sim.priority == priority:
+                continue
+            sim.priority = priority
+            self.recheck = True
+            if by_priority and sim.stage is Stage.WAITING:  # its queue place moves with it
+                sim.epoch += 1
+                heapq.heappush(self._waiting, (-priority, sim.seq, sim.epoch, sim))
 
     def peek_waiting(self) -> SimRequest | None:
         """The head of the waiting queue; entries of requests that left it are dropped lazily."""
@@ -213,7 +233,7 @@ class Batcher:
         tokens = min(sim.fill_target - sim.prefilled, self._config.chunked_prefill_tokens, budget)
         last = sim.prefilled + tokens == sim.fill_target
         # The last chunk also gets the KV slot of the token its forward samples.
-        if self._kv.reserve(sim.rid, tokens + int(last), sim.request.priority):
+        if self._kv.reserve(sim.rid, tokens + int(last), sim.priority):
             return None
         return Chunk(sim, tokens, sim.prefilled)
 
@@ -245,7 +265,7 @@ class Batcher:
             if not self._preempt_for(head, need_tokens=0, need_slot=True):
                 return None
             reserve = self._running_reserve(chunks)
-        priority = head.request.priority
+        priority = head.priority
         match = self._kv.acquire(head.rid, head.fill_ids, priority, head.request.session_id)
         prefill = head.fill_target - match.cached_tokens
         need = batching.admission_need(
@@ -317,7 +337,7 @@ class Batcher:
         return batching.AdmissionWatch(
             self._config,
             need_tokens=blocked.need_tokens,
-            available_tokens=self._kv.available_tokens(blocked.request.request.priority),
+            available_tokens=self._kv.available_tokens(blocked.request.priority),
             remaining_new_tokens=[sim.remaining_new_tokens for sim in self.decoding],
             fixed_reserve_tokens=fixed,
             ratio=self.ratio,
@@ -331,7 +351,7 @@ class Batcher:
         holds exactly the KV of its tokens, as in an engine that allocates step by step.
         """
         while self.decoding:
-            lowest = min(sim.request.priority for sim in self.decoding)
+            lowest = min(sim.priority for sim in self.decoding)
             possible = min(steps, self._kv.available_tokens(lowest) // len(self.decoding))
             if possible >= 1:
                 if not self._kv.reserve_each([sim.rid for sim in self.decoding], possible, lowest):
@@ -339,7 +359,7 @@ class Batcher:
                         sim.ahead = possible
                     return possible
                 for sim in list(self.decoding):  # refused as a whole: request by request
-                    if self._kv.reserve(sim.rid, possible, sim.request.priority):
+                    if self._kv.reserve(sim.rid, possible, sim.priority):
                         self.retract(sim)  # the policy refused it after all
                         continue
                     sim.ahead = possible
@@ -352,9 +372,7 @@ class Batcher:
         config = self._config
         if len(self.decoding) == 1:
             sim = self.decoding[0]
-            if self._kv.available_tokens(_MOST_URGENT) > self._kv.available_tokens(
-                sim.request.priority
-            ):
+            if self._kv.available_tokens(_MOST_URGENT) > self._kv.available_tokens(sim.priority):
                 # The backend keeps room from it for more urgent sessions (a priority policy):
                 # wait for that room to be given up instead of failing.
                 self.retract(sim)
@@ -368,9 +386,7 @@ class Batcher:
             )
             return
         views = [
-            batching.RunningView(
-                i, sim.seq, sim.request.priority, sim.input_tokens, sim.generated, 0
-            )
+            batching.RunningView(i, sim.seq, sim.priority, sim.input_tokens, sim.generated, 0)
             for i, sim in enumerate(self.decoding)
         ]
         order = [
@@ -380,7 +396,7 @@ class Batcher:
             if len(self.decoding) <= 1:
                 break
             self.retract(sim)
-            lowest = min(s.request.priority for s in self.decoding)
+            lowest = min(s.priority for s in self.decoding)
             if self._kv.available_tokens(lowest) >= config.retract_decode_steps * len(
                 self.decoding
             ):
@@ -422,7 +438,7 @@ class Batcher:
             batching.RunningView(
                 i,
                 sim.seq,
-                sim.request.priority,
+                sim.priority,
                 sim.input_tokens,
                 sim.generated,
                 sim.context_tokens,
@@ -430,7 +446,7 @@ class Batcher:
             for i, sim in enumerate(running)
         ]
         victims = batching.preemption_victims(
-            views, head.request.priority, config.preemption_threshold, need_tokens, need_slot
+            views, head.priority, config.preemption_threshold, need_tokens, need_slot
         )
         for index in victims:
             self.retract(running[index])

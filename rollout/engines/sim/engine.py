@@ -163,7 +163,9 @@ class SimEngine:
         room_before = self._room_for(blocked)
         for hint in hints:
             self._kv.hint(hint)
-            if hint.kind is KVHintKind.CLOSE:
+            if hint.kind is KVHintKind.SET_PRIORITY:
+                self._batch.set_session_priority(hint.session_id, hint.priority)
+            elif hint.kind is KVHintKind.CLOSE:
                 self._batch.session_ready_s.pop(hint.session_id, None)
                 forget = getattr(self._tokens, "forget", None)
                 if forget is not None:  # the session is over: its script goes (issue 28's RSS)
@@ -181,7 +183,7 @@ class SimEngine:
         """KV the blocked head could get now (0 when nothing is blocked)."""
         if blocked is None:
             return 0
-        return self._kv.available_tokens(blocked.request.request.priority)
+        return self._kv.available_tokens(blocked.request.priority)
 
     async def pause(self) -> None:
         self._resumed.clear()

@@ -39,6 +39,7 @@ class SimRequest:
         "max_new",
         "plan",
         "prefilled",
+        "priority",
         "queued_s",
         "ready_at_s",
         "request",
@@ -60,6 +61,9 @@ class SimRequest:
         max_new_tokens: int,
     ) -> None:
         self.request = request
+        # The request's priority, then its session's: a `set_priority` hint moves it (the KV it
+        # may evict and what protects it follow the session, as the KV manager sees it)
+        self.priority = request.priority
         self.plan = plan
         self.seq = seq
         self.future = future

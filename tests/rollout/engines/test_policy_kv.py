@@ -915,3 +915,30 @@ def test_the_kv_benchmark_prints_simulated_side_by_side_ratios(
     assert "SIMULATED" in out
     assert "prio/LRU" in out
     assert "makespan (simulated s)" in out
+
+
+def test_a_request_whose_session_turns_critical_while_it_waits_may_evict_as_critical() -> None:
+    """A request keeps the priority it was sent with, and a low one may not evict protected KV:
+    queued behind a pool full of a critical session's KV, with nothing running, it would wait
+    for ever once its own group turned critical (growth/32B B=16, seed 4, froze so). The
+    session's `set_priority` hint raises its queued request too."""
+    kv = engine_policy(4096)  # no host: the critical KV can only be evicted, by a critical one
+    engine = engine_with(kv, FixedTokens(default=1))
+
+    async def main() -> tuple[bool, GenerateResult]:
+        opened = (hint(KVHintKind.OPEN, "critical", HIGH),)
+        await engine.generate(request("c0", prompt(0, 3000), session="critical", hints=opened))
+        await engine.send_kv_hints([hint(KVHintKind.TOOL_WAIT, "critical", HIGH, 1e6)])
+        late_open = (hint(KVHintKind.OPEN, "late", LOW),)
+        late = asyncio.create_task(
+            engine.generate(request("l0", prompt(10**6, 2000), session="late", hints=late_open))
+        )
+        await asyncio.sleep(60.0)
+        stuck_while_low = not late.done()
+        await engine.send_kv_hints([hint(KVHintKind.SET_PRIORITY, "late", HIGH)])
+        return stuck_while_low, await asyncio.wait_for(late, timeout=60.0)
+
+    stuck_while_low, result = run_virtual(main())
+    assert stuck_while_low  # protection held while the request was low
+    assert result.finish_reason is FinishReason.STOP
+    assert kv.match_prefix(prompt(0, 3000)).device_tokens < 2944  # it evicted critical KV
