@@ -108,11 +108,30 @@ class SimulateConfig(FrozenConfig):
         "pass walks the live heap, about 0.7 s at that size); 'automatic': Python's default "
         "(its passes cost about 8% of such a run's CPU).",
     )
+    stall_after_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description="Fail a run whose engine has requests waiting, runs none and computes "
+        "nothing for this many virtual seconds (a deadlock: without the check the time series "
+        "keeps the clock running and the run never ends). Above the trainer's step time, which "
+        "a paused engine waits out. Read off the time series: needs "
+        "conductor.timeseries_interval_s > 0.",
+    )
     out_dir: str = Field(
         default="runs/simulate",
         min_length=1,
         description="Parent of the per-policy run directories (relative to the working dir).",
     )
+
+    @model_validator(mode="after")
+    def _stall_outlasts_a_training_step(self) -> Self:
+        if self.stall_after_s <= self.trainer.train_time_s:
+            raise ValueError(
+                f"stall_after_s ({self.stall_after_s}) must exceed trainer.train_time_s "
+                f"({self.trainer.train_time_s}): an engine paused for a training step waits "
+                "that long with requests queued"
+            )
+        return self
 
 
 class RunSourceConfig(TaskSourceConfig):

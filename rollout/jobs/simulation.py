@@ -53,6 +53,7 @@ from rollout.simulation.env_fleet import FleetFigures, SimEnvFleet
 from rollout.simulation.lower_bound import engine_floor_s, script_tokens
 from rollout.simulation.sessions import SimWorkloadSessions
 from rollout.simulation.setup import SimStack, build_sim_stack, engine_names
+from rollout.simulation.stall_guard import StallGuard
 from rollout.simulation.workload import RoutedTokenModel, SyntheticWorkload
 from rollout.trajectories.batch import Batch
 from rollout.trajectories.sink import TrajectorySink
@@ -135,9 +136,15 @@ async def _simulate_policy(
 
     # The sampling task runs whether or not anyone listens, so listening changes no timing.
     kv_samples = KVSampleLog()
+    stall_guard = StallGuard(config.stall_after_s)
+
+    def on_timeseries(record: Mapping[str, Any]) -> None:
+        kv_samples.record(record)
+        stall_guard.record(record)
+
     hooks = StepHooks(
         on_batch=after_batch,
-        on_timeseries=kv_samples.record,
+        on_timeseries=on_timeseries,
         write_trajectories=config.write_trajectories,
     )
     try:
