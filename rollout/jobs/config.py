@@ -111,7 +111,7 @@ class SimulateConfig(FrozenConfig):
     stall_after_s: float = Field(
         default=3600.0,
         gt=0,
-        description="Fail a run whose engine has requests waiting, runs none and computes "
+        description="Fail a run whose engine holds requests (waiting or admitted) and computes "
         "nothing for this many virtual seconds (a deadlock: without the check the time series "
         "keeps the clock running and the run never ends). Above the trainer's step time, which "
         "a paused engine waits out. Read off the time series: needs "

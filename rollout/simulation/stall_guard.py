@@ -1,13 +1,14 @@
-"""`StallGuard`: fail a simulated run whose engine sits with waiting requests and does nothing.
+"""`StallGuard`: fail a simulated run whose engine has requests and computes nothing.
 
 In virtual time a deadlock does not hang: the conductor's time-series task keeps ticking, so
 the clock runs on for ever and the run burns CPU without end (growth/32B B=16, seed 4, before
 session 20: a request its KV policy would let evict nothing, queued with nothing running; a
 bench cell ran for 17 CPU-minutes until it was killed). Each `timeseries.jsonl` record says
-how many requests an engine runs and holds waiting, and its busy seconds: an engine that has
-requests waiting, runs none and has not computed anything for `stall_after_s` virtual seconds
-cannot be waiting for anything but itself (a paused engine resumes after the trainer's step,
-a tool call makes no request wait at the engine). Pure: fed records, raises.
+how many requests an engine runs and holds waiting, and its busy seconds: an engine that holds
+requests (waiting or admitted) and has not computed anything for `stall_after_s` virtual
+seconds cannot be waiting for anything but itself (a paused engine resumes after the trainer's
+step, a host-to-device copy lands in well under a second, a tool call makes no request wait at
+the engine). Pure: fed records, raises.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ __all__ = ["SimulationStalled", "StallGuard"]
 
 
 class SimulationStalled(RolloutError):
-    """A simulated engine made no progress with requests waiting (a deadlock: a bug)."""
+    """A simulated engine made no progress with requests in it (a deadlock: a bug)."""
 
 
 class StallGuard:
@@ -37,7 +38,8 @@ class StallGuard:
         """Take one record (keys `t_s`, `engine`, `running`, `waiting`, `busy_s`)."""
         name, t_s = str(record["engine"]), float(record["t_s"])
         busy_s = float(record["busy_s"])
-        stuck = int(record["waiting"]) > 0 and int(record["running"]) == 0
+        waiting, running = int(record["waiting"]), int(record["running"])
+        stuck = waiting + running > 0
         since = self._idle_since.get(name)
         if not stuck or since is None or since[1] != busy_s:
             if stuck:
@@ -47,9 +49,10 @@ class StallGuard:
             return
         if t_s - since[0] >= self._stall_after_s:
             raise SimulationStalled(
-                f"engine {name!r} has held {record['waiting']} requests waiting and run none "
-                f"for {t_s - since[0]:,.0f} virtual seconds (since t={since[0]:,.1f} s; device KV "
-                f"{record.get('kv_used_tokens')} of {record.get('kv_capacity_tokens')} tokens, "
+                f"engine {name!r} has held {waiting} requests waiting and {running} admitted "
+                f"and computed nothing for {t_s - since[0]:,.0f} virtual seconds (since "
+                f"t={since[0]:,.1f} s; device KV {record.get('kv_used_tokens')} of "
+                f"{record.get('kv_capacity_tokens')} tokens, "
                 f"host {record.get('kv_host_used_tokens')} of "
                 f"{record.get('kv_host_capacity_tokens')}): nothing can make it progress, a "
                 "deadlock in the simulated engine or its KV policy (a bug). Report it with the "

@@ -1,5 +1,5 @@
-"""Spec of the stall guard: a simulated engine with requests waiting, none running and nothing
-computed for `stall_after_s` fails the run with a clear error instead of running for ever."""
+"""Spec of the stall guard: a simulated engine that holds requests and computes nothing for
+`stall_after_s` fails the run with a clear error instead of running for ever."""
 
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ def test_requests_waiting_with_nothing_computed_for_the_bound_stall_the_run() ->
     guard = StallGuard(100.0)
     for t_s in (0.0, 50.0, 99.0):
         guard.record(_record(t_s, waiting=2, running=0, busy_s=7.0))
-    with pytest.raises(SimulationStalled, match=r"2 requests waiting.*100 virtual seconds"):
+    stalled = r"2 requests waiting and 0 admitted.*100 virtual seconds"
+    with pytest.raises(SimulationStalled, match=stalled):
         guard.record(_record(100.0, waiting=2, running=0, busy_s=7.0))
 
 
@@ -38,11 +39,11 @@ def test_any_progress_or_an_empty_queue_restarts_the_count() -> None:
     guard.record(_record(180.0, waiting=1, running=0, busy_s=1.5))
     guard.record(_record(185.0, waiting=0, running=0, busy_s=1.5))  # nothing asked of it
     guard.record(_record(280.0, waiting=1, running=0, busy_s=1.5))
-    guard.record(_record(300.0, waiting=3, running=1, busy_s=1.5))  # it runs a request
-    guard.record(_record(379.0, waiting=3, running=0, busy_s=1.5))
-    guard.record(_record(478.0, waiting=3, running=0, busy_s=1.5))
-    with pytest.raises(SimulationStalled):
-        guard.record(_record(479.0, waiting=3, running=0, busy_s=1.5))
+    guard.record(_record(300.0, waiting=3, running=1, busy_s=2.0))  # it runs a request
+    guard.record(_record(350.0, waiting=0, running=1, busy_s=2.0))
+    guard.record(_record(399.0, waiting=0, running=1, busy_s=2.0))
+    with pytest.raises(SimulationStalled, match="0 requests waiting and 1 admitted"):
+        guard.record(_record(400.0, waiting=0, running=1, busy_s=2.0))  # admitted, stuck
 
 
 def test_a_bound_below_the_trainers_step_is_refused() -> None:
@@ -61,5 +62,5 @@ def test_a_simulation_whose_engine_admits_nothing_fails_instead_of_running_for_e
     async def main() -> None:
         await asyncio.wait_for(simulate_policy(simulation, simulation.policies[0]), 10_000.0)
 
-    with pytest.raises(SimulationStalled, match="run none for 100 virtual seconds"):
+    with pytest.raises(SimulationStalled, match="computed nothing for 100 virtual seconds"):
         run_virtual(main())
