@@ -47,6 +47,8 @@ class SimEngineCounters:
     aborted: int = 0
     retractions: int = 0
     preemptions: int = 0
+    # idle with the head held back only by KV a priority policy protects: the head may evict it
+    idle_escalations: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,8 +139,8 @@ class Batcher:
             return
         by_priority = self._config.schedule_policy is SchedulePolicy.PRIORITY
         for sim in self.live.values():
-            if sim.request.session_id != session_id or sim.priority == priority:
-                continue
+            if sim.request.session_id != session_id or sim.priority in (priority, _MOST_URGENT):
+                continue  # (an escalated request keeps the top priority: `_escalate_idle_head`)
             sim.priority = priority
             self.recheck = True
             if by_priority and sim.stage is Stage.WAITING:  # its queue place moves with it
@@ -277,6 +279,9 @@ class Batcher:
             # Nothing runs that could free KV: admit if its load and prefill fit, counting the
             # slot of the token the last chunk samples (else it would be admitted and stuck).
             fits = match.host_tokens + prefill + 1 <= available
+            if not fits and self._escalate_idle_head(head, match.host_tokens + prefill + 1):
+                self._kv.release(head.rid, head.fill_ids, 0)
+                return self._admit(head, now, reserve, chunks)
         if not fits:
             self._kv.release(head.rid, head.fill_ids, 0)
             deficit = int(need + reserve - available) + 1
@@ -303,6 +308,21 @@ class Batcher:
         self.counters.cached_tokens += match.cached_tokens
         self.counters.host_hit_tokens += match.host_tokens
         return need
+
+    def _escalate_idle_head(self, head: SimRequest, tokens: int) -> bool:
+        """Let the head of an idle engine evict protected KV if only that keeps `tokens` out.
+
+        A priority policy keeps KV of urgent sessions from less urgent requests; with nothing
+        running nothing else can move it, and requests queued behind the head (urgent ones
+        too: the queue is first come, first served) wait with it, for ever. Protection that
+        idles the engine protects nothing: the head takes the top priority for the rest of its
+        life (its later chunks must not be refused the room it was admitted with).
+        """
+        if head.priority == _MOST_URGENT or tokens > self._kv.available_tokens(_MOST_URGENT):
+            return False
+        head.priority = _MOST_URGENT
+        self.counters.idle_escalations += 1
+        return True
 
     def finish_chunk(self, chunk: Chunk) -> None:
         """A prefill step computed `chunk`; a completed prompt moves on to decode."""

@@ -919,26 +919,56 @@ def test_the_kv_benchmark_prints_simulated_side_by_side_ratios(
 
 def test_a_request_whose_session_turns_critical_while_it_waits_may_evict_as_critical() -> None:
     """A request keeps the priority it was sent with, and a low one may not evict protected KV:
-    queued behind a pool full of a critical session's KV, with nothing running, it would wait
-    for ever once its own group turned critical (growth/32B B=16, seed 4, froze so). The
-    session's `set_priority` hint raises its queued request too."""
-    kv = engine_policy(4096)  # no host: the critical KV can only be evicted, by a critical one
+    it waits behind a critical session's KV while another request runs. Its session's
+    `set_priority` hint raises it at once (before session 20 it waited on; once nothing ran,
+    with its own group critical and its siblings' KV filling the pool, for ever: growth/32B
+    B=16, seed 4)."""
+    kv = engine_policy(8192)  # no host: the critical KV can only be evicted
+    engine = engine_with(kv, FixedTokens({"busy": 2000}, default=1))
+
+    async def main() -> tuple[bool, float, float]:
+        loop = asyncio.get_running_loop()
+        opened = (hint(KVHintKind.OPEN, "critical", HIGH),)
+        await engine.generate(request("c0", prompt(0, 5000), session="critical", hints=opened))
+        await engine.send_kv_hints([hint(KVHintKind.TOOL_WAIT, "critical", HIGH, 1e6)])
+        busy = asyncio.create_task(engine.generate(request("busy", prompt(10**7, 100))))
+        await asyncio.sleep(0.5)
+        late_open = (hint(KVHintKind.OPEN, "late", LOW),)
+        late = asyncio.create_task(
+            engine.generate(
+                request("l0", prompt(10**6, 4000), session="late", max_new=8, hints=late_open)
+            )
+        )
+        await asyncio.sleep(1.0)
+        waited_while_low = not late.done()
+        await engine.send_kv_hints([hint(KVHintKind.SET_PRIORITY, "late", HIGH)])
+        await late
+        late_s = loop.time()
+        await busy
+        return waited_while_low, late_s, loop.time()
+
+    waited_while_low, late_s, busy_s = run_virtual(main())
+    assert waited_while_low  # protection held while the request was low and another ran
+    assert late_s < busy_s  # raised, it evicted the critical KV instead of waiting for "busy"
+    assert engine.counters.idle_escalations == 0
+    assert kv.match_prefix(prompt(0, 5000)).device_tokens < 4992
+
+
+def test_an_idle_engines_head_may_evict_protected_kv_rather_than_wait_for_ever() -> None:
+    """With nothing running, KV protected for a critical session in a tool call could never
+    move: the low request at the head, and any queued behind it, would wait for ever. The head
+    takes the top priority instead (counted), and evicts it."""
+    kv = engine_policy(4096)
     engine = engine_with(kv, FixedTokens(default=1))
 
-    async def main() -> tuple[bool, GenerateResult]:
+    async def main() -> GenerateResult:
         opened = (hint(KVHintKind.OPEN, "critical", HIGH),)
         await engine.generate(request("c0", prompt(0, 3000), session="critical", hints=opened))
         await engine.send_kv_hints([hint(KVHintKind.TOOL_WAIT, "critical", HIGH, 1e6)])
-        late_open = (hint(KVHintKind.OPEN, "late", LOW),)
-        late = asyncio.create_task(
-            engine.generate(request("l0", prompt(10**6, 2000), session="late", hints=late_open))
-        )
-        await asyncio.sleep(60.0)
-        stuck_while_low = not late.done()
-        await engine.send_kv_hints([hint(KVHintKind.SET_PRIORITY, "late", HIGH)])
-        return stuck_while_low, await asyncio.wait_for(late, timeout=60.0)
+        late = engine.generate(request("l0", prompt(10**6, 2000), session="late"))
+        return await asyncio.wait_for(late, timeout=60.0)
 
-    stuck_while_low, result = run_virtual(main())
-    assert stuck_while_low  # protection held while the request was low
+    result = run_virtual(main())
     assert result.finish_reason is FinishReason.STOP
-    assert kv.match_prefix(prompt(0, 3000)).device_tokens < 2944  # it evicted critical KV
+    assert engine.counters.idle_escalations == 1
+    assert kv.match_prefix(prompt(0, 3000)).device_tokens < 2944
