@@ -47,8 +47,8 @@ class SimEngineCounters:
     aborted: int = 0
     retractions: int = 0
     preemptions: int = 0
-    # idle with the head held back only by KV a priority policy protects: the head may evict it
-    idle_escalations: int = 0
+    # an idle engine admitted a more urgent request past a head it could not admit
+    idle_bypasses: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +126,13 @@ class Batcher:
         sim.start_waiting(self._now())
         heapq.heappush(self._waiting, (rank, sim.seq, sim.epoch, sim))
         self.waiting_count += 1
+        blocked = self.blocked
+        if (
+            blocked is not None
+            and not self.running_count
+            and sim.priority > blocked.request.priority
+        ):
+            self.recheck = True  # it may go past the blocked head (`_admit_past_blocked_head`)
 
     def set_session_priority(self, session_id: str, priority: int) -> None:
         """The session's priority changed (a `set_priority` hint): its live requests take it.
@@ -139,8 +146,8 @@ class Batcher:
             return
         by_priority = self._config.schedule_policy is SchedulePolicy.PRIORITY
         for sim in self.live.values():
-            if sim.request.session_id != session_id or sim.priority in (priority, _MOST_URGENT):
-                continue  # (an escalated request keeps the top priority: `_escalate_idle_head`)
+            if sim.request.session_id != session_id or sim.priority == priority:
+                continue
             sim.priority = priority
             self.recheck = True
             if by_priority and sim.stage is Stage.WAITING:  # its queue place moves with it
@@ -220,7 +227,9 @@ class Batcher:
             if head is None:
                 return
             need = self._admit(head, now, reserve, chunks)
-            if need is None:
+            if need is None and not self.running_count:
+                head, need = self._admit_past_blocked_head(head, now, reserve, chunks)
+            if head is None or need is None:
                 return
             reserve += need
             if head.ready_at_s <= now:
@@ -230,6 +239,39 @@ class Batcher:
                 chunks.append(chunk)
                 budget -= chunk.tokens
                 reserve -= chunk.tokens  # allocated now, no longer a reservation
+
+    def _admit_past_blocked_head(
+        self, head: SimRequest, now: float, reserve: float, chunks: Sequence[Chunk]
+    ) -> tuple[SimRequest | None, int | None]:
+        """On an idle engine, try the most urgent waiting request that outranks the blocked head.
+
+        The queue is first come, first served, and a priority policy keeps KV it protects for
+        urgent sessions from less urgent requests. A low head held back by a critical session's
+        protected KV, with nothing running, waits until that KV moves; if the critical
+        session's next request has queued behind it, nothing ever moves it, and the engine idles
+        for ever. That request goes first instead (its own KV is likely the protected one).
+        Returns what it admitted and with how much KV, or (None, None).
+        """
+        blocked = self.blocked
+        candidate = self._most_urgent_waiting(above=head.priority)
+        if candidate is None:
+            return None, None
+        need = self._admit(candidate, now, reserve, chunks)
+        if need is None:
+            self.blocked = blocked  # the head stays the one to recheck
+            return None, None
+        self.counters.idle_bypasses += 1
+        return candidate, need
+
+    def _most_urgent_waiting(self, above: int) -> SimRequest | None:
+        """The waiting request of the highest priority above `above` (first come among equals)."""
+        best: SimRequest | None = None
+        for _, _, epoch, sim in self._waiting:
+            if sim.stage is not Stage.WAITING or sim.epoch != epoch or sim.priority <= above:
+                continue
+            if best is None or (sim.priority, -sim.seq) > (best.priority, -best.seq):
+                best = sim
+        return best
 
     def _schedule_chunk(self, sim: SimRequest, budget: int) -> Chunk | None:
         tokens = min(sim.fill_target - sim.prefilled, self._config.chunked_prefill_tokens, budget)
@@ -279,9 +321,6 @@ class Batcher:
             # Nothing runs that could free KV: admit if its load and prefill fit, counting the
             # slot of the token the last chunk samples (else it would be admitted and stuck).
             fits = match.host_tokens + prefill + 1 <= available
-            if not fits and self._escalate_idle_head(head, match.host_tokens + prefill + 1):
-                self._kv.release(head.rid, head.fill_ids, 0)
-                return self._admit(head, now, reserve, chunks)
         if not fits:
             self._kv.release(head.rid, head.fill_ids, 0)
             deficit = int(need + reserve - available) + 1
@@ -308,21 +347,6 @@ class Batcher:
         self.counters.cached_tokens += match.cached_tokens
         self.counters.host_hit_tokens += match.host_tokens
         return need
-
-    def _escalate_idle_head(self, head: SimRequest, tokens: int) -> bool:
-        """Let the head of an idle engine evict protected KV if only that keeps `tokens` out.
-
-        A priority policy keeps KV of urgent sessions from less urgent requests; with nothing
-        running nothing else can move it, and requests queued behind the head (urgent ones
-        too: the queue is first come, first served) wait with it, for ever. Protection that
-        idles the engine protects nothing: the head takes the top priority for the rest of its
-        life (its later chunks must not be refused the room it was admitted with).
-        """
-        if head.priority == _MOST_URGENT or tokens > self._kv.available_tokens(_MOST_URGENT):
-            return False
-        head.priority = _MOST_URGENT
-        self.counters.idle_escalations += 1
-        return True
 
     def finish_chunk(self, chunk: Chunk) -> None:
         """A prefill step computed `chunk`; a completed prompt moves on to decode."""
