@@ -4,7 +4,9 @@ Synchronous and clock-free: the engine (`engine.py`) asks it to form a prefill s
 a decode block, sleeps the forward's duration, then tells it what the forward did. Admission
 follows SGLang's `PrefillAdder` (token budget with the `new_token_ratio` estimate, chunked
 prefill), memory pressure SGLang's `retract_decode`, priority preemption its
-`preempt_to_schedule` (sglang.md §2); the pure rules are in `batching.py`.
+`preempt_to_schedule` (sglang.md §2); the pure rules are in `batching.py`. Two departures keep
+a priority KV policy from wedging it: a request follows its session's `set_priority` hints, and
+an idle engine admits a more urgent request past a head it cannot admit.
 """
 
 from __future__ import annotations
