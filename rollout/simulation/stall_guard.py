@@ -32,20 +32,21 @@ class StallGuard:
         if stall_after_s <= 0:
             raise ValueError(f"stall_after_s must be positive, got {stall_after_s}")
         self._stall_after_s = stall_after_s
-        self._idle_since: dict[str, tuple[float, float]] = {}  # engine -> (t_s, busy_s) then
+        # engine -> (t_s, busy_s) when it last held requests with no progress since
+        self._still_since: dict[str, tuple[float, float]] = {}
 
     def record(self, record: Mapping[str, Any]) -> None:
         """Take one record (keys `t_s`, `engine`, `running`, `waiting`, `busy_s`)."""
         name, t_s = str(record["engine"]), float(record["t_s"])
         busy_s = float(record["busy_s"])
         waiting, running = int(record["waiting"]), int(record["running"])
-        stuck = waiting + running > 0
-        since = self._idle_since.get(name)
-        if not stuck or since is None or since[1] != busy_s:
-            if stuck:
-                self._idle_since[name] = (t_s, busy_s)
+        has_work = waiting + running > 0
+        since = self._still_since.get(name)
+        if not has_work or since is None or since[1] != busy_s:
+            if has_work:
+                self._still_since[name] = (t_s, busy_s)
             else:
-                self._idle_since.pop(name, None)
+                self._still_since.pop(name, None)
             return
         if t_s - since[0] >= self._stall_after_s:
             raise SimulationStalled(

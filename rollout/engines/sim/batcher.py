@@ -122,11 +122,8 @@ class Batcher:
     def enqueue(self, sim: SimRequest) -> None:
         """Add a new, retracted or preempted request to the waiting queue."""
         self.live[sim.rid] = sim
-        by_priority = self._config.schedule_policy is SchedulePolicy.PRIORITY
-        rank = -sim.priority if by_priority else 0
-        sim.epoch += 1
         sim.start_waiting(self._now())
-        heapq.heappush(self._waiting, (rank, sim.seq, sim.epoch, sim))
+        self._push_waiting(sim)
         self.waiting_count += 1
         blocked = self.blocked
         if (
@@ -153,8 +150,16 @@ class Batcher:
             sim.priority = priority
             self.recheck = True
             if by_priority and sim.stage is Stage.WAITING:  # its queue place moves with it
-                sim.epoch += 1
-                heapq.heappush(self._waiting, (-priority, sim.seq, sim.epoch, sim))
+                self._push_waiting(sim)
+
+    def _push_waiting(self, sim: SimRequest) -> None:
+        """Give `sim` its (new) place in the waiting queue; an earlier entry goes stale (the
+        epoch changes) and `peek_waiting` drops it."""
+        by_priority = self._config.schedule_policy is SchedulePolicy.PRIORITY
+        sim.epoch += 1
+        heapq.heappush(
+            self._waiting, (-sim.priority if by_priority else 0, sim.seq, sim.epoch, sim)
+        )
 
     def peek_waiting(self) -> SimRequest | None:
         """The head of the waiting queue; entries of requests that left it are dropped lazily."""
