@@ -6,6 +6,9 @@ STAMP := $(VENV)/.installed
 # The CPU build of torch; on these machines it installs from local disk. Override for CUDA builds.
 TORCH_SPEC ?= torch==2.13.0
 PYTEST_ARGS ?=
+# pytest-xdist workers (`auto`: one per core); tests sharing Docker or Ray keep to one of them.
+TEST_WORKERS ?= auto
+PARALLEL := -n $(TEST_WORKERS) --dist loadgroup
 
 .PHONY: help venv venv-sglang venv-skyrl run test test-fast test-sglang lint typecheck bench images reap clean sglang-wheel
 
@@ -47,10 +50,10 @@ run: $(STAMP)
 	$(BIN)/conductor run
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q $(PARALLEL) $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -m "not slow" $(PARALLEL) $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

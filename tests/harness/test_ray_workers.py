@@ -35,6 +35,8 @@ from harness.sandbox import ContainerLimits, ExecLimits
 from harness.sandbox.labels import MANAGED_LABEL, parse_owner
 from tests.ray_cluster import local_ray_cluster
 
+pytestmark = pytest.mark.ray
+
 EXEC = ExecLimits(kill_grace_s=1, host_grace_s=3)
 FACTORY = functools.partial(FileCheckEnv, max_steps=5)  # pickled by reference to the workers
 

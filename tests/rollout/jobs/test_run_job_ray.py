@@ -18,6 +18,8 @@ from rollout.jobs.run_plan import plan_run_config
 from tests.paths import CONFIGS
 from tests.ray_cluster import local_ray_cluster
 
+pytestmark = pytest.mark.ray
+
 RUN_CONFIG = CONFIGS / "run" / "default.yaml"
 TASKS = [
     "swe-taskset__spans-remove-drops-right-part",
