@@ -109,12 +109,13 @@ async def test_a_command_printing_past_the_output_limit_is_stopped_at_the_source
     limits = FAST_LIMITS.model_copy(update={"max_output_mb": 1})
     box = await make_sandbox(limits)
     try:
-        result = await box.exec("echo FIRST; yes conductor-flood", timeout_s=120)
+        flood = f"conductor-flood-{secrets.token_hex(4)}"  # its own: other tests' run beside
+        result = await box.exec(f"echo FIRST; yes {flood}", timeout_s=120)
         assert result.output_limited and result.truncated and not result.timed_out
         assert result.duration_s < 60 and result.output_bytes < 64 * 2**20
         assert result.output.startswith("FIRST") and "printed more than 1 MiB" in result.output
         after = await box.exec(
-            "grep -ls '[c]onductor-flood' /proc/[0-9]*/cmdline | wc -l", timeout_s=10
+            f"grep -ls '[{flood[0]}]{flood[1:]}' /proc/[0-9]*/cmdline | wc -l", timeout_s=10
         )
         assert after.output.strip() == "0"
         assert not (await box.exec("echo quiet", timeout_s=10)).output_limited
