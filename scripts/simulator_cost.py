@@ -18,7 +18,9 @@ side in one sitting, and expect ±3 % between repeats of the same run.
 `--engine` adds, per run, where the simulated engine's time went (virtual seconds, SIMULATED):
 its busy time, the share of it in prefill (or mixed) steps, decode steps and the mean decode
 batch, prefilled tokens and the recomputed ones among them, and the time the host-to-device
-link was busy loading KV back.
+link was busy loading KV back; and Σ T_next against the floor of the consumed samples, part by
+part, each as a fraction of the floor (`rollout.simulation.floor_gap`): the forwards' fixed
+cost beyond the floor's, per-token work beyond the consumed samples' once-over, and idle.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from pathlib import Path
 from rollout.engines.base import EngineStats
 from rollout.jobs.bench_rollout import plan_runs, simulate_planned
 from rollout.observe.run_summary import RunSummary
+from rollout.simulation.floor_gap import FloorGap
 
 
 def summary_digest(summary: RunSummary) -> str:
@@ -55,6 +58,15 @@ def engine_time_line(stats: Sequence[EngineStats], summary: RunSummary) -> str:
         f"updates) | H2D busy {total('h2d_busy_s'):,.1f} s"
         if busy_s > 0 and steps > 0
         else "    the engines did no work"
+    )
+
+
+def floor_gap_line(gap: FloorGap) -> str:
+    """Σ T_next against the consumed samples' floor, part by part (SIMULATED)."""
+    forwards, extra, idle = gap.parts_of_floor
+    return (
+        f"    Σ T_next {gap.elapsed_s:,.1f} s = floor {gap.floor_s:,.1f} s × (1 + forwards "
+        f"{forwards:.3f} + extra work {extra:.3f} + idle {idle:.3f})"
     )
 
 
@@ -91,6 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         if args.engine:
             print(engine_time_line(outcome.engine_stats, summary), flush=True)
+            if outcome.floor_gap is not None:
+                print(floor_gap_line(outcome.floor_gap), flush=True)
     print(f"{len(runs)} runs, CPU {total_s:.1f} s")
     return 0
 

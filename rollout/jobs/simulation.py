@@ -50,6 +50,7 @@ from rollout.runtime.policy import RolloutPolicy
 from rollout.simulation.config import ClusterConfig
 from rollout.simulation.engine_figures import EngineFigures, KVSampleLog, engine_figures
 from rollout.simulation.env_fleet import FleetFigures, SimEnvFleet
+from rollout.simulation.floor_gap import FloorGap, floor_gap
 from rollout.simulation.lower_bound import engine_floor_s, script_tokens
 from rollout.simulation.sessions import SimWorkloadSessions
 from rollout.simulation.setup import SimStack, build_sim_stack, engine_names
@@ -81,6 +82,9 @@ class PolicyRun:
     engines: tuple[EngineFigures, ...] = ()
     fleet: FleetFigures | None = None
     engine_stats: tuple[EngineStats, ...] = ()
+    # Σ T_next against the floor of the consumed samples, part by part (single-workload
+    # simulated stacks that consumed a batch; else None)
+    floor_gap: FloorGap | None = None
 
 
 async def simulate_policy(
@@ -194,8 +198,10 @@ def _policy_run(
         host_hit_tokens=sum(int(stats.extra.get("host_hit_tokens", 0)) for stats in final_stats),
         decode_steps=_decode_steps(final_stats),
     )
+    gap = None
     if isinstance(stack, SimStack):
         summary = with_script_figures(summary, simulation, stack, digests, conductor.stats)
+        gap = _floor_gap(simulation, stack, digests, final_stats, sum(summary.t_next_s))
     engines = engine_figures(
         busy_s,
         capacity_tokens={
@@ -210,7 +216,7 @@ def _policy_run(
     if run_dir is not None and simulation.config.cluster != ClusterConfig():
         cost = {"model": simulation.model.name, **simulation.model.cost.model_dump(mode="json")}
         write_cluster_figures(run_dir / CLUSTER_FILE, engines, fleet, cost_model=cost)
-    return PolicyRun(summary, run_dir, stack.kv_backend, engines, fleet, final_stats)
+    return PolicyRun(summary, run_dir, stack.kv_backend, engines, fleet, final_stats, gap)
 
 
 def write_cluster_figures(
@@ -254,19 +260,7 @@ def with_script_figures(
     engines) and their bias: the planned lengths (mean and p90) and rewards (scripts) of the
     consumed samples against those of every admitted group's (admitted groups take workload
     groups 0, 1, ... in the order they open)."""
-    engine = simulation.engine
-    work = without_shared_prompts(
-        sum((digest.work for digest in digests), EngineWork()),
-        [use for digest in digests for use in digest.prompts],
-    )
-    floor_s = engine_floor_s(
-        work,
-        simulation.model.cost,
-        kv_pool_tokens=simulation.model.kv_capacity_tokens(engine.page_tokens),
-        slots=engine.max_running_requests,
-        engines=len(stack.engines),
-        max_prefill_tokens=None if engine.mixed_chunk else engine.max_prefill_tokens,
-    )
+    floor_s = _consumed_floor_s(simulation, stack, digests)
     consumed_scripts = [
         script
         for digest in digests
@@ -287,6 +281,62 @@ def with_script_figures(
         admitted_tokens_p90=percentile(admitted, 90.0) if admitted else None,
         consumed_reward_mean=mean_or_none(script.reward for script in consumed_scripts),
         admitted_reward_mean=mean_or_none(script.reward for script in admitted_scripts),
+    )
+
+
+def _consumed_work(digests: Sequence[BatchDigest]) -> EngineWork:
+    """The consumed samples' engine work, a prompt their groups share counted once."""
+    return without_shared_prompts(
+        sum((digest.work for digest in digests), EngineWork()),
+        [use for digest in digests for use in digest.prompts],
+    )
+
+
+def _consumed_floor_s(
+    simulation: Simulation, stack: SimStack, digests: Sequence[BatchDigest]
+) -> float:
+    """The engine-time floor of the consumed samples over all the stack's engines."""
+    engine = simulation.engine
+    return engine_floor_s(
+        _consumed_work(digests),
+        simulation.model.cost,
+        kv_pool_tokens=simulation.model.kv_capacity_tokens(engine.page_tokens),
+        slots=engine.max_running_requests,
+        engines=len(stack.engines),
+        max_prefill_tokens=None if engine.mixed_chunk else engine.max_prefill_tokens,
+    )
+
+
+def _floor_gap(
+    simulation: Simulation,
+    stack: SimStack,
+    digests: Sequence[BatchDigest],
+    final_stats: Sequence[EngineStats],
+    elapsed_s: float,
+) -> FloorGap | None:
+    """`elapsed_s` (Σ T_next) against the consumed samples' floor, from the simulated engines'
+    counters (None: nothing consumed, or an engine that does not count its work)."""
+    keys = ("decode_tokens", "decode_context_tokens", "prefill_tokens", "prefill_attention")
+    if not digests or not all(key in s.extra for s in final_stats for key in keys):
+        return None
+
+    def total(key: str) -> float:
+        return sum(stats.extra[key] for stats in final_stats)
+
+    done = EngineWork(
+        decode_tokens=int(total("decode_tokens")),
+        decode_context_tokens=int(total("decode_context_tokens")),
+        prefill_tokens=int(total("prefill_tokens")),
+        prefill_attention=total("prefill_attention"),
+    )
+    return floor_gap(
+        elapsed_s=elapsed_s,
+        floor_s=_consumed_floor_s(simulation, stack, digests),
+        consumed=_consumed_work(digests),
+        done=done,
+        done_fixed_s=total("forward_fixed_s"),
+        cost=simulation.model.cost,
+        engines=len(stack.engines),
     )
 
 

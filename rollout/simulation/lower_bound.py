@@ -44,7 +44,7 @@ from rollout.engines.sim.cost_model import CostModelConfig
 from rollout.observe.engine_work import EngineWork
 from rollout.simulation.workload import SampleScript
 
-__all__ = ["engine_floor_s", "script_tokens"]
+__all__ = ["engine_floor_s", "script_tokens", "work_terms_s"]
 
 
 def script_tokens(script: SampleScript) -> int:
@@ -86,11 +86,21 @@ def engine_floor_s(
             cost, prefill_steps, work.prefill_tokens / engines
         )
     # Term by term (x / 1 == x exactly), so one engine gives the single-engine sum bit for bit.
+    per_token, kv_reads, prefill_attention = work_terms_s(work, cost, engines)
+    return fixed + per_token + kv_reads + prefill_attention
+
+
+def work_terms_s(
+    work: EngineWork, cost: CostModelConfig, engines: int = 1
+) -> tuple[float, float, float]:
+    """The parts of `work`'s engine time that grow with its tokens, split over `engines`:
+    every token's `b_tok`, each decoded token's KV read `c_dec·L`, and each prefilled
+    chunk's attention `c_pf·n(p + n/2)` (the same for any schedule that computes `work`)."""
+    tokens = work.decode_tokens + work.prefill_tokens
     return (
-        fixed
-        + cost.b_tok_s * tokens / engines
-        + cost.c_dec_s * work.decode_context_tokens / engines
-        + cost.c_pf_s * work.prefill_attention / engines
+        cost.b_tok_s * tokens / engines,
+        cost.c_dec_s * work.decode_context_tokens / engines,
+        cost.c_pf_s * work.prefill_attention / engines,
     )
 
 

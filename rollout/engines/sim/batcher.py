@@ -51,6 +51,11 @@ class SimEngineCounters:
     preemptions: int = 0
     # an idle engine admitted a more urgent request past a head it could not admit
     idle_bypasses: int = 0
+    # What the forwards computed, in the cost model's terms (`rollout.simulation.floor_gap`
+    # sets them against the floor of the consumed samples):
+    decode_context_tokens: int = 0  # Σ L: the KV each decoded token read
+    prefill_attention: float = 0.0  # Σ n(p + n/2) over prefilled chunks
+    forward_fixed_s: float = 0.0  # of busy_s, each forward's `forward_fixed_s`
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ __all__ = [
     "DecodeStepCost",
     "decode_step_cost",
     "decode_step_time_s",
+    "forward_fixed_s",
     "prefill_attention_units",
     "step_time_s",
 ]
@@ -87,12 +88,18 @@ def step_time_s(
     if tokens == 0:
         return 0.0
     return (
-        cost.t_fix_s
-        + max(cost.t_weights_s, tokens * cost.b_c_s)
+        forward_fixed_s(cost, tokens)
         + cost.b_tok_s * tokens
         + cost.c_dec_s * decode_context_tokens
         + cost.c_pf_s * prefill_attention
     )
+
+
+def forward_fixed_s(cost: CostModelConfig, tokens: int) -> float:
+    """The part of a forward of `tokens` tokens that does not grow with its tokens' work: the
+    launch and the weight read (or the compute of its tokens, if larger). `step_time_s` starts
+    with it, so it is the same float there and here."""
+    return cost.t_fix_s + max(cost.t_weights_s, tokens * cost.b_c_s)
 
 
 def decode_step_time_s(cost: CostModelConfig, batch: int, context_tokens: int) -> float:
@@ -117,7 +124,4 @@ def decode_step_cost(cost: CostModelConfig, batch: int) -> DecodeStepCost:
     """The decode-step time of `batch` requests, split as `DecodeStepCost` says (0 for none)."""
     if batch == 0:
         return DecodeStepCost(0.0, 0.0)
-    return DecodeStepCost(
-        cost.t_fix_s + max(cost.t_weights_s, batch * cost.b_c_s) + cost.b_tok_s * batch,
-        cost.c_dec_s,
-    )
+    return DecodeStepCost(forward_fixed_s(cost, batch) + cost.b_tok_s * batch, cost.c_dec_s)

@@ -31,7 +31,11 @@ from rollout.engines.base import (
 from rollout.engines.sim import batching
 from rollout.engines.sim.batcher import Batcher, Blocked, Chunk, SimEngineCounters
 from rollout.engines.sim.config import PauseMode, SimEngineConfig
-from rollout.engines.sim.cost_model import prefill_attention_units, step_time_s
+from rollout.engines.sim.cost_model import (
+    forward_fixed_s,
+    prefill_attention_units,
+    step_time_s,
+)
 from rollout.engines.sim.kv import KVBackend
 from rollout.engines.sim.request_state import SimRequest, Stage
 from rollout.engines.sim.served_model import ServedModelConfig
@@ -403,14 +407,14 @@ class SimEngine:
         if self._config.mixed_chunk and batch.decoding and batch.prepare_decode(1):
             decoding = list(batch.decoding)
         prefill_tokens = sum(chunk.tokens for chunk in chunks)
+        decode_context = batch.decode_context if decoding else 0
+        attention = sum(prefill_attention_units(c.tokens, c.prefix_tokens) for c in chunks)
         duration = step_time_s(
             self._model.cost,
             decode_requests=len(decoding),
-            decode_context_tokens=batch.decode_context if decoding else 0,
+            decode_context_tokens=decode_context,
             prefill_tokens=prefill_tokens,
-            prefill_attention=sum(
-                prefill_attention_units(c.tokens, c.prefix_tokens) for c in chunks
-            ),
+            prefill_attention=attention,
         )
         self._kv.before_forward(prefill_tokens + len(decoding))
         batch.drain_transfers(now)  # proactive copies start with the forward, not after it
@@ -422,6 +426,11 @@ class SimEngine:
         counters.prefill_busy_s += duration
         counters.prefill_steps += 1
         counters.prefill_tokens += prefill_tokens
+        counters.prefill_attention += attention
+        counters.decode_context_tokens += decode_context
+        counters.forward_fixed_s += forward_fixed_s(
+            self._model.cost, prefill_tokens + len(decoding)
+        )
         config = self._config
         self._step_fill.record("prefill", prefill_tokens + len(decoding), config.max_prefill_tokens)
         if decoding:
@@ -465,6 +474,11 @@ class SimEngine:
         counters = batch.counters
         counters.busy_s += end - now
         counters.decode_steps += done
+        width = len(batch.decoding)  # step k of the block read decode_context + k × width
+        counters.decode_context_tokens += (
+            done * batch.decode_context + width * done * (done - 1) // 2
+        )
+        counters.forward_fixed_s += done * forward_fixed_s(self._model.cost, width)
         self._step_fill.record(
             "decode", len(batch.decoding), self._config.max_running_requests, done
         )

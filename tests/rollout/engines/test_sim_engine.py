@@ -24,7 +24,14 @@ from rollout.engines.sim import (
     SimEngineConfig,
     TokenSeq,
 )
-from rollout.engines.sim.cost_model import decode_step_time_s, prefill_attention_units, step_time_s
+from rollout.engines.sim.cost_model import (
+    decode_step_time_s,
+    forward_fixed_s,
+    prefill_attention_units,
+    step_time_s,
+)
+from rollout.observe.engine_work import EngineWork
+from rollout.simulation.lower_bound import work_terms_s
 from rollout.simulation.vtime import run_virtual
 from tests.rollout.engines.doubles import COST, MODEL, STOP, FixedTokens, make_engine, prompt
 
@@ -89,6 +96,38 @@ def test_requests_arriving_together_share_prefill_and_decode_steps() -> None:
     assert (a_done, b_done) == (
         pytest.approx(a_expected, rel=1e-12),
         pytest.approx(b_expected, rel=1e-12),
+    )
+
+
+def test_the_engine_counts_what_its_forwards_computed_and_their_fixed_part() -> None:
+    """What `rollout.simulation.floor_gap` sets against the floor: with them the busy time is
+    each forward's fixed part plus its tokens' work, to the last second."""
+    engine = make_engine(FixedTokens({"a": 3, "b": 5}))
+
+    async def main() -> None:
+        await asyncio.gather(
+            engine.generate(request("a", prompt(0, 100))),
+            engine.generate(request("b", prompt(5000, 200))),
+        )
+
+    run_virtual(main())
+
+    counters = engine.counters
+    assert counters.decode_context_tokens == 302 + 304 + 203 + 204  # as the step times above
+    assert counters.prefill_attention == (
+        prefill_attention_units(100, 0) + prefill_attention_units(200, 0)
+    )
+    assert counters.forward_fixed_s == pytest.approx(
+        forward_fixed_s(COST, 300) + 2 * forward_fixed_s(COST, 2) + 2 * forward_fixed_s(COST, 1)
+    )
+    work = EngineWork(
+        decode_tokens=counters.decode_tokens,
+        decode_context_tokens=counters.decode_context_tokens,
+        prefill_tokens=counters.prefill_tokens,
+        prefill_attention=counters.prefill_attention,
+    )
+    assert counters.busy_s == pytest.approx(
+        counters.forward_fixed_s + sum(work_terms_s(work, COST)), rel=1e-12
     )
 
 
