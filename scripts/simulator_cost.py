@@ -33,8 +33,7 @@ from pathlib import Path
 
 from rollout.engines.base import EngineStats
 from rollout.jobs.bench_rollout import plan_runs, simulate_planned
-from rollout.observe.run_summary import RunSummary
-from rollout.simulation.floor_gap import FloorGap
+from rollout.observe.run_summary import FloorGap, RunSummary
 
 
 def summary_digest(summary: RunSummary) -> str:
@@ -103,8 +102,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         if args.engine:
             print(engine_time_line(outcome.engine_stats, summary), flush=True)
-            if outcome.floor_gap is not None:
-                print(floor_gap_line(outcome.floor_gap), flush=True)
+            if summary.floor_gap is not None:
+                print(floor_gap_line(summary.floor_gap), flush=True)
     print(f"{len(runs)} runs, CPU {total_s:.1f} s")
     return 0
 

@@ -210,8 +210,11 @@ def _print_comparison(
         f"SIMULATED ({config.name} {' '.join(overrides)}, seeds {seeds}): T_next mean over "
         "steps, mean [min–max] over seeds; ratio = baseline ÷ ours per seed, counts when its "
         "spread does not cross 1; ÷ floor = T_next ÷ the engine-time floor of the consumed "
-        "samples; length bias = consumed ÷ admitted mean trajectory length (p90: of the 90th "
-        "percentiles); reward bias = consumed − admitted mean reward"
+        "samples, = 1 + forwards + extra work + idle (each ÷ the floor: the fixed cost of "
+        "forwards beyond the floor's, per-token work beyond the consumed samples' once-over, "
+        "idle engines; rollout.simulation.floor_gap); length bias = consumed ÷ admitted mean "
+        "trajectory length (p90: of the 90th percentiles); reward bias = consumed − admitted "
+        "mean reward"
     )
     columns, rows = comparison_rows(results, ratios)
     table = Table(title=escape(title))

@@ -33,6 +33,7 @@ measured too, so the simulator's own cost at scale is visible.
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import re
 import statistics
@@ -424,7 +425,8 @@ def _variant_policy(simulation: Simulation, variant: Variant) -> RolloutPolicy:
     return policy.renamed(variant.label)
 
 
-COLUMNS = ("policy", "T_next", "÷ ours", "counts", "÷ floor", "length bias", "p90 length bias",
+COLUMNS = ("policy", "T_next", "÷ ours", "counts", "÷ floor", "forwards", "extra work", "idle",
+           "length bias", "p90 length bias",
            "reward bias", "staleness",
            "E_rollout", "busy", "KV hit device", "KV hit host", "recomputed tokens",
            "of which after updates", "decode batch", "preemptions")  # fmt: skip
@@ -449,6 +451,7 @@ def comparison_rows(
                 "—" if ratio is None else ratio.spread.text("×", digits=2),
                 "—" if ratio is None else ("yes" if ratio.decisive else "no"),
                 cell(lambda s: s.over_floor, 2),
+                *(cell(functools.partial(_gap_part, part=i), 3) for i in range(3)),
                 cell(lambda s: s.length_bias, 3),
                 cell(lambda s: s.length_bias_p90, 3),
                 cell(lambda s: s.reward_bias, 3),
@@ -464,6 +467,12 @@ def comparison_rows(
             ]
         )
     return COLUMNS, rows
+
+
+def _gap_part(summary: RunSummary, *, part: int) -> float | None:
+    """Forwards, extra work or idle (0, 1, 2) of the run's gap to its floor, ÷ the floor."""
+    gap = summary.floor_gap
+    return None if gap is None else gap.parts_of_floor[part]
 
 
 def markdown_table(

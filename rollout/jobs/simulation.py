@@ -42,7 +42,7 @@ from rollout.observe.engine_work import EngineWork
 from rollout.observe.health import percentile
 from rollout.observe.prompt_sharing import without_shared_prompts
 from rollout.observe.recorder import RunRecorder
-from rollout.observe.run_summary import BatchDigest, RunSummary, summarize_run
+from rollout.observe.run_summary import BatchDigest, FloorGap, RunSummary, summarize_run
 from rollout.observe.stats import mean_or_none
 from rollout.runtime.conductor import Conductor, ConductorStats
 from rollout.runtime.env_session import SessionFactory, SourcedSessions
@@ -50,7 +50,7 @@ from rollout.runtime.policy import RolloutPolicy
 from rollout.simulation.config import ClusterConfig
 from rollout.simulation.engine_figures import EngineFigures, KVSampleLog, engine_figures
 from rollout.simulation.env_fleet import FleetFigures, SimEnvFleet
-from rollout.simulation.floor_gap import FloorGap, floor_gap
+from rollout.simulation.floor_gap import floor_gap
 from rollout.simulation.lower_bound import engine_floor_s, script_tokens
 from rollout.simulation.sessions import SimWorkloadSessions
 from rollout.simulation.setup import SimStack, build_sim_stack, engine_names
@@ -82,9 +82,6 @@ class PolicyRun:
     engines: tuple[EngineFigures, ...] = ()
     fleet: FleetFigures | None = None
     engine_stats: tuple[EngineStats, ...] = ()
-    # Σ T_next against the floor of the consumed samples, part by part (single-workload
-    # simulated stacks that consumed a batch; else None)
-    floor_gap: FloorGap | None = None
 
 
 async def simulate_policy(
@@ -132,7 +129,12 @@ async def _simulate_policy(
     collect_per_step = config.garbage_collection == "per_step"
     pause_collector = config.garbage_collection != "automatic"
 
+    # The engines' counters when the trainer took the latest batch: the floor gap sets the
+    # work done by the last batch against its floor (not what ran after it).
+    at_last_batch: list[tuple[EngineStats, ...]] = []
+
     def after_batch(batch: Batch) -> None:
+        at_last_batch[:] = [tuple(engine.stats() for engine in stack.engines)]
         if on_batch is not None:
             on_batch(batch)
         if collect_per_step:
@@ -170,7 +172,16 @@ async def _simulate_policy(
             recorder.close()
         if pause_collector:
             gc.collect()  # this run's cycles, before anything else runs
-    return _policy_run(simulation, plan, stack, outcome.digests, outcome, run_dir, kv_samples)
+    return _policy_run(
+        simulation,
+        plan,
+        stack,
+        outcome.digests,
+        outcome,
+        run_dir,
+        kv_samples,
+        at_last_batch[0] if at_last_batch else (),
+    )
 
 
 def _policy_run(
@@ -181,8 +192,10 @@ def _policy_run(
     outcome: Any,
     run_dir: Path | None,
     kv_samples: KVSampleLog,
+    stats_at_last_batch: Sequence[EngineStats],
 ) -> PolicyRun:
-    """The summary and figures of a finished policy run."""
+    """The summary and figures of a finished policy run (`stats_at_last_batch`: each engine's
+    stats when the trainer took the last batch)."""
     conductor: Conductor = outcome.conductor
     busy_s: Mapping[str, float] = outcome.busy_s or {}
     final_stats = tuple(engine.stats() for engine in stack.engines)  # read once, used below
@@ -198,10 +211,10 @@ def _policy_run(
         host_hit_tokens=sum(int(stats.extra.get("host_hit_tokens", 0)) for stats in final_stats),
         decode_steps=_decode_steps(final_stats),
     )
-    gap = None
     if isinstance(stack, SimStack):
         summary = with_script_figures(summary, simulation, stack, digests, conductor.stats)
-        gap = _floor_gap(simulation, stack, digests, final_stats, sum(summary.t_next_s))
+        gap = _floor_gap(simulation, stack, digests, stats_at_last_batch, sum(summary.t_next_s))
+        summary = replace(summary, floor_gap=gap)
     engines = engine_figures(
         busy_s,
         capacity_tokens={
@@ -216,7 +229,7 @@ def _policy_run(
     if run_dir is not None and simulation.config.cluster != ClusterConfig():
         cost = {"model": simulation.model.name, **simulation.model.cost.model_dump(mode="json")}
         write_cluster_figures(run_dir / CLUSTER_FILE, engines, fleet, cost_model=cost)
-    return PolicyRun(summary, run_dir, stack.kv_backend, engines, fleet, final_stats, gap)
+    return PolicyRun(summary, run_dir, stack.kv_backend, engines, fleet, final_stats)
 
 
 def write_cluster_figures(
@@ -311,17 +324,18 @@ def _floor_gap(
     simulation: Simulation,
     stack: SimStack,
     digests: Sequence[BatchDigest],
-    final_stats: Sequence[EngineStats],
+    stats: Sequence[EngineStats],
     elapsed_s: float,
 ) -> FloorGap | None:
     """`elapsed_s` (Σ T_next) against the consumed samples' floor, from the simulated engines'
-    counters (None: nothing consumed, or an engine that does not count its work)."""
+    counters in `stats` (taken with the last batch; None: nothing consumed, or an engine that
+    does not count its work)."""
     keys = ("decode_tokens", "decode_context_tokens", "prefill_tokens", "prefill_attention")
-    if not digests or not all(key in s.extra for s in final_stats for key in keys):
+    if not digests or not stats or not all(key in s.extra for s in stats for key in keys):
         return None
 
     def total(key: str) -> float:
-        return sum(stats.extra[key] for stats in final_stats)
+        return sum(engine.extra[key] for engine in stats)
 
     done = EngineWork(
         decode_tokens=int(total("decode_tokens")),

@@ -19,7 +19,14 @@ from rollout.observe.prompt_sharing import PromptUse, prompt_key
 from rollout.observe.timeseries import EngineCounters
 from rollout.trajectories.batch import Batch
 
-__all__ = ["BatchDigest", "DecisionCounts", "RunSummary", "digest_batch", "summarize_run"]
+__all__ = [
+    "BatchDigest",
+    "DecisionCounts",
+    "FloorGap",
+    "RunSummary",
+    "digest_batch",
+    "summarize_run",
+]
 
 
 class DecisionCounts(Protocol):
@@ -30,6 +37,30 @@ class DecisionCounts(Protocol):
 
     @property
     def interruptions(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class FloorGap:
+    """Σ T_next = floor + forwards + extra work + idle (seconds over the whole run; see
+    `rollout.simulation.floor_gap`, which splits a simulated run's)."""
+
+    elapsed_s: float
+    floor_s: float
+    forwards_s: float
+    extra_work_s: float
+    idle_s: float
+
+    @property
+    def parts_of_floor(self) -> tuple[float, float, float]:
+        """Forwards, extra work and idle, each as a fraction of the floor: with 1 they sum to
+        the run's T_next ÷ floor."""
+        if self.floor_s <= 0:
+            return (0.0, 0.0, 0.0)
+        return (
+            self.forwards_s / self.floor_s,
+            self.extra_work_s / self.floor_s,
+            self.idle_s / self.floor_s,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +97,8 @@ class RunSummary:
     # engines do not count their steps. A decode step's weight read is paid whatever its batch,
     # so on a KV-bound engine this is how full the device pool is of decoding contexts.
     decode_batch_mean: float | None = None
+    # Σ T_next against `floor_t_next_s` × steps, part by part (set by a simulation)
+    floor_gap: FloorGap | None = None
 
     @property
     def kv_device_hit_rate(self) -> float | None:

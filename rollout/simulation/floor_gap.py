@@ -14,7 +14,9 @@ batch), splits against that floor exactly, from what the simulated engine counte
   evictions, and after weight updates flushed the cache), samples no batch consumed (in
   flight at the end, or dropped), the shared prompt prefilled more than once.
 * **idle**: the rest: engine time with nothing to compute (agents in tools, admission held
-  back), net of any work the engines did after the last batch.
+  back). The counters are read when the trainer takes the last batch, so work between that
+  batch's completion and its hand-over (a trainer still busy with the step before) counts
+  in the parts above and makes idle that much lower, even below 0.
 
 With several engines each part is per engine (engine-seconds ÷ engines), as the floor is.
 Pure arithmetic; the caller reads the engine's counters.
@@ -22,36 +24,12 @@ Pure arithmetic; the caller reads the engine's counters.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from rollout.engines.sim.cost_model import CostModelConfig
 from rollout.observe.engine_work import EngineWork
+from rollout.observe.run_summary import FloorGap
 from rollout.simulation.lower_bound import work_terms_s
 
-__all__ = ["FloorGap", "floor_gap"]
-
-
-@dataclass(frozen=True, slots=True)
-class FloorGap:
-    """Σ T_next = floor + forwards + extra work + idle (seconds over the whole run)."""
-
-    elapsed_s: float
-    floor_s: float
-    forwards_s: float
-    extra_work_s: float
-    idle_s: float
-
-    @property
-    def parts_of_floor(self) -> tuple[float, float, float]:
-        """Forwards, extra work and idle, each as a fraction of the floor: with 1 they sum to
-        the run's T_next ÷ floor."""
-        if self.floor_s <= 0:
-            return (0.0, 0.0, 0.0)
-        return (
-            self.forwards_s / self.floor_s,
-            self.extra_work_s / self.floor_s,
-            self.idle_s / self.floor_s,
-        )
+__all__ = ["floor_gap"]
 
 
 def floor_gap(

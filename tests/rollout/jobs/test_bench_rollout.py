@@ -213,6 +213,15 @@ def test_the_command_appends_its_table_as_markdown(tmp_path) -> None:  # type: i
     text = out.read_text()
     assert text.startswith("**SIMULATED") and "| policy | T_next |" in text
     assert "| sync |" in text and "÷ floor" in text
+    # ÷ floor = 1 + forwards + extra work + idle, each cell rounded
+    header, _, *rows = [line.split(" | ") for line in text.splitlines() if line.startswith("| ")]
+    at = {name.strip("| "): index for index, name in enumerate(header)}
+    for row in rows:
+        over, *parts = (
+            float(row[at[name]].split()[0])
+            for name in ("÷ floor", "forwards", "extra work", "idle")
+        )
+        assert over == pytest.approx(1 + sum(parts), abs=0.01)
 
 
 def test_recording_the_first_seed_for_figures_changes_no_figure(tmp_path) -> None:  # type: ignore[no-untyped-def]

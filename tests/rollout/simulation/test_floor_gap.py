@@ -103,11 +103,15 @@ def test_a_simulated_runs_parts_add_up_to_its_t_next_over_its_floor(mixed: bool)
 
     outcome = simulate_planned(run)
 
-    gap, summary = outcome.floor_gap, outcome.summary
+    summary = outcome.summary
+    gap = summary.floor_gap
     assert gap is not None and summary.floor_t_next_s is not None
     assert gap.elapsed_s == pytest.approx(sum(summary.t_next_s))
     assert gap.floor_s == pytest.approx(summary.floor_t_next_s * len(summary.t_next_s))
     # the floor is one: the engine ran at least its forwards and computed at least its work
     assert gap.forwards_s >= -1e-9 and gap.extra_work_s >= -1e-9
+    # the parts count the engine's busy time up to the last batch (not what ran after it);
+    # between its completion and its hand-over the trainer was busy for at most a step (1 s)
     busy_s = sum(stats.extra["busy_s"] for stats in outcome.engine_stats)
-    assert gap.floor_s + gap.forwards_s + gap.extra_work_s == pytest.approx(busy_s, rel=1e-9)
+    assert gap.floor_s + gap.forwards_s + gap.extra_work_s <= busy_s + 1e-9
+    assert gap.idle_s >= -1.0
