@@ -212,9 +212,14 @@ def _policy_run(
         decode_steps=_decode_steps(final_stats),
     )
     if isinstance(stack, SimStack):
-        summary = with_script_figures(summary, simulation, stack, digests, conductor.stats)
-        gap = _floor_gap(simulation, stack, digests, stats_at_last_batch, sum(summary.t_next_s))
-        summary = replace(summary, floor_gap=gap)
+        consumed = _consumed_work(digests)
+        floor_s = _consumed_floor_s(simulation, stack, consumed)
+        summary = with_script_figures(summary, stack, digests, conductor.stats, floor_s=floor_s)
+        if digests:
+            gap = _floor_gap(
+                simulation, stack, consumed, floor_s, stats_at_last_batch, sum(summary.t_next_s)
+            )
+            summary = replace(summary, floor_gap=gap)
     engines = engine_figures(
         busy_s,
         capacity_tokens={
@@ -264,16 +269,16 @@ def _decode_steps(stats: Sequence[EngineStats]) -> tuple[int, int] | None:
 
 def with_script_figures(
     summary: RunSummary,
-    simulation: Simulation,
     stack: SimStack,
     digests: Sequence[BatchDigest],
     stats: ConductorStats,
+    *,
+    floor_s: float,
 ) -> RunSummary:
-    """`summary` with the engine-time floor of the consumed samples (over all the stack's
-    engines) and their bias: the planned lengths (mean and p90) and rewards (scripts) of the
-    consumed samples against those of every admitted group's (admitted groups take workload
-    groups 0, 1, ... in the order they open)."""
-    floor_s = _consumed_floor_s(simulation, stack, digests)
+    """`summary` with `floor_s`, the engine-time floor of the consumed samples (over all the
+    stack's engines; `_consumed_floor_s`), per step, and their bias: the planned lengths (mean
+    and p90) and rewards (scripts) of the consumed samples against those of every admitted
+    group's (admitted groups take workload groups 0, 1, ... in the order they open)."""
     consumed_scripts = [
         script
         for digest in digests
@@ -305,13 +310,11 @@ def _consumed_work(digests: Sequence[BatchDigest]) -> EngineWork:
     )
 
 
-def _consumed_floor_s(
-    simulation: Simulation, stack: SimStack, digests: Sequence[BatchDigest]
-) -> float:
-    """The engine-time floor of the consumed samples over all the stack's engines."""
+def _consumed_floor_s(simulation: Simulation, stack: SimStack, consumed: EngineWork) -> float:
+    """The engine-time floor of the consumed samples' work over all the stack's engines."""
     engine = simulation.engine
     return engine_floor_s(
-        _consumed_work(digests),
+        consumed,
         simulation.model.cost,
         kv_pool_tokens=simulation.model.kv_capacity_tokens(engine.page_tokens),
         slots=engine.max_running_requests,
@@ -323,15 +326,22 @@ def _consumed_floor_s(
 def _floor_gap(
     simulation: Simulation,
     stack: SimStack,
-    digests: Sequence[BatchDigest],
+    consumed: EngineWork,
+    floor_s: float,
     stats: Sequence[EngineStats],
     elapsed_s: float,
 ) -> FloorGap | None:
-    """`elapsed_s` (Σ T_next) against the consumed samples' floor, from the simulated engines'
-    counters in `stats` (taken with the last batch; None: nothing consumed, or an engine that
-    does not count its work)."""
-    keys = ("decode_tokens", "decode_context_tokens", "prefill_tokens", "prefill_attention")
-    if not digests or not stats or not all(key in s.extra for s in stats for key in keys):
+    """`elapsed_s` (Σ T_next) against `floor_s`, the floor of the `consumed` work, from the
+    simulated engines' counters in `stats` (taken with the last batch; None: no batch was
+    taken, or an engine that does not count its work)."""
+    keys = (
+        "decode_tokens",
+        "decode_context_tokens",
+        "prefill_tokens",
+        "prefill_attention",
+        "forward_fixed_s",
+    )
+    if not stats or not all(key in s.extra for s in stats for key in keys):
         return None
 
     def total(key: str) -> float:
@@ -345,8 +355,8 @@ def _floor_gap(
     )
     return floor_gap(
         elapsed_s=elapsed_s,
-        floor_s=_consumed_floor_s(simulation, stack, digests),
-        consumed=_consumed_work(digests),
+        floor_s=floor_s,
+        consumed=consumed,
         done=done,
         done_fixed_s=total("forward_fixed_s"),
         cost=simulation.model.cost,
