@@ -130,13 +130,6 @@ class Batcher:
         sim.start_waiting(self._now())
         self._push_waiting(sim)
         self.waiting_count += 1
-        blocked = self.blocked
-        if (
-            blocked is not None
-            and not self.running_count
-            and sim.priority > blocked.request.priority
-        ):
-            self.recheck = True  # it may go past the blocked head (`_admit_past_blocked_head`)
 
     def set_session_priority(self, session_id: str, priority: int) -> None:
         """The session's priority changed (a `set_priority` hint): its live requests take it.

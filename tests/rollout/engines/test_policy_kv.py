@@ -986,3 +986,37 @@ def test_an_idle_engine_admits_a_critical_request_past_a_low_head_that_protected
     assert again.cached_tokens == 2944  # its context survived, and it did not wait for ever
     assert late.finish_reason is FinishReason.STOP
     assert engine.counters.idle_bypasses == 1
+
+
+def test_a_critical_request_arriving_at_an_idle_engine_goes_past_a_blocked_head_unprompted() -> (
+    None
+):
+    """The bypass above with no hint between: the critical session's KV stays protected (its
+    tool has not returned), so only the arrival itself wakes the idle engine, and an idle
+    engine's admission always looks again (a blocked head is skipped unexamined only right
+    after a decode block, when something runs); without the bypass the critical request would
+    queue behind the low head for as long as the protection holds."""
+    kv = engine_policy(4096)
+    engine = engine_with(kv, FixedTokens(default=1))
+    context = prompt(0, 3000)
+
+    async def main() -> tuple[GenerateResult, bool]:
+        opened = (hint(KVHintKind.OPEN, "critical", HIGH),)
+        done = await engine.generate(
+            request("c0", context, session="critical", priority=HIGH, hints=opened)
+        )
+        await engine.send_kv_hints([hint(KVHintKind.TOOL_WAIT, "critical", HIGH, 1e6)])
+        late = asyncio.create_task(engine.generate(request("l0", prompt(10**6, 2000))))
+        await asyncio.sleep(10.0)
+        ids = (*context, *done.output_ids, 5)
+        again = await asyncio.wait_for(
+            engine.generate(request("c1", ids, session="critical", priority=HIGH)), 60.0
+        )
+        waiting = not late.done()
+        late.cancel()
+        return again, waiting
+
+    again, late_still_waits = run_virtual(main())
+    assert again.cached_tokens == 2944
+    assert late_still_waits  # the protection held for the low head all along
+    assert engine.counters.idle_bypasses == 1
