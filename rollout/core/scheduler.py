@@ -73,6 +73,7 @@ from collections.abc import Iterator
 
 from rollout.core.classes import PriorityClass
 from rollout.core.config import SchedulerConfig
+from rollout.core.held_samples import HeldTime, HoldReason
 from rollout.core.kv_residency import KVResidency
 from rollout.core.priority import ActSlotKey, PriorityAssignment, act_slot_key
 from rollout.core.scheduler_events import (
@@ -178,6 +179,7 @@ class RolloutScheduler(VictimSelection):
         self._victims_total = 0  # preemption candidates on unpaused engines
         self._draining_engines: set[str] = set()  # engines with a preemption in flight
         self._queue_seq = 0
+        self._held = HeldTime()  # why ready samples wait here, in sample-seconds (observability)
         self._turnover = SlotTurnover() if config.preemption_payoff else None
         self._residency = (
             KVResidency(
@@ -409,7 +411,26 @@ class RolloutScheduler(VictimSelection):
             if self._classed_live:
                 decisions.extend(self._class_preemptions())
             decisions.extend(self._kv_preemptions(kv_blocked.engines))
+        waiting = sum(len(self._levels[key]) for key in self._waiting_keys)
+        self._held.observe(now_s, waiting, self._hold_reason(kv_blocked) if waiting else None)
         return decisions
+
+    def _hold_reason(self, kv_blocked: KVBlocks) -> HoldReason:
+        """What stopped this dispatch pass with samples still waiting (`held_samples`)."""
+        if not self._open:
+            return HoldReason.SLOT
+        if kv_blocked.live_full:
+            return HoldReason.LIVE_SET
+        if kv_blocked.engines:
+            return HoldReason.KV_ROOM
+        if not self._open_low:
+            return HoldReason.LOW_PRIORITY_HEADROOM
+        return HoldReason.SLOT  # the free slots are on engines the waiting samples may not use
+
+    def take_held_sample_s(self, now_s: float) -> dict[str, float]:
+        """Sample-seconds ready samples waited here since the last call, by what held them
+        (`rollout.core.held_samples`), counted up to `now_s`."""
+        return self._held.take(now_s)
 
     def _waiting_in_order(
         self, *, high_only: bool = False, open_only: bool = False

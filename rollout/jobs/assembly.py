@@ -182,7 +182,7 @@ async def run_steps(
     def record(batch: Batch) -> None:
         health.on_batch(batch)
         if recorder is not None:
-            recorder.step(batch)
+            recorder.step(batch, held_sample_s=conductor.take_held_sample_s())
         if hooks.on_batch is not None:
             hooks.on_batch(batch)
 

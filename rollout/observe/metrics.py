@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.events import Phase, StepEvent
+from rollout.core.held_samples import HoldReason
 from rollout.core.types import Trajectory
 from rollout.errors import RolloutError
 from rollout.observe.engine_metrics import (
@@ -189,6 +190,8 @@ class RunMetrics:
     staleness_histogram: tuple[tuple[int, int], ...]
     reward_mean: float | None
     inputs: tuple[str, ...]
+    # sample-seconds ready samples waited at the conductor, by reason (None: not recorded)
+    held_sample_s: tuple[tuple[str, float], ...] | None = None
 
     @property
     def mean_t_next_s(self) -> float:
@@ -239,6 +242,21 @@ class RunMetrics:
     @property
     def max_staleness(self) -> int | None:
         return max((value for value, _ in self.staleness_histogram), default=None)
+
+    @property
+    def mean_held_samples(self) -> float | None:
+        """Samples ready to generate that waited at the conductor, on average up to the last
+        batch (None: the run did not record it)."""
+        if self.held_sample_s is None:
+            return None
+        return _ratio(sum(seconds for _, seconds in self.held_sample_s), self.last_step_s)
+
+    def held_share(self, reason: HoldReason) -> float | None:
+        """The part of the held sample-seconds that `reason` held."""
+        if self.held_sample_s is None:
+            return None
+        held = dict(self.held_sample_s)
+        return _ratio(held.get(str(reason), 0.0), sum(held.values()))
 
     def summary_rows(self) -> tuple[SummaryRow, ...]:
         """The headline numbers, in report order."""
@@ -314,6 +332,21 @@ class RunMetrics:
             ]
         rows += [
             SummaryRow("env_time_share", "env (act) share", phases.share(Phase.ACT), "fraction"),
+            SummaryRow(
+                "mean_held_samples",
+                "ready samples held at the conductor (mean)",
+                self.mean_held_samples,
+                "samples",
+            ),
+            *(
+                SummaryRow(
+                    f"held_share[{reason}]",
+                    f"of which held for {_HOLD_LABELS[reason]}",
+                    self.held_share(reason),
+                    "fraction",
+                )
+                for reason in HoldReason
+            ),
             SummaryRow("preemptions", "preemptions", self.preemptions, "count"),
             SummaryRow("interruptions", "interruptions", self.interruptions, "count"),
             SummaryRow("mean_staleness", "mean staleness", self.mean_staleness, "steps"),
@@ -424,7 +457,27 @@ def compute_run_metrics(
         staleness_histogram=staleness_histogram(steps),
         reward_mean=_reward_mean(steps, events, trajectories),
         inputs=inputs,
+        held_sample_s=_held_sample_s(steps),
     )
+
+
+_HOLD_LABELS = {
+    HoldReason.SLOT: "a generation slot",
+    HoldReason.KV_ROOM: "device KV room (KV residency)",
+    HoldReason.LIVE_SET: "the live set (device and host KV)",
+    HoldReason.LOW_PRIORITY_HEADROOM: "the low-priority KV watermark",
+}
+
+
+def _held_sample_s(steps: Sequence[StepRecord]) -> tuple[tuple[str, float], ...] | None:
+    """The steps' held sample-seconds summed by reason (None when no step recorded them)."""
+    recorded = [step.held_sample_s for step in steps if step.held_sample_s is not None]
+    if not recorded:
+        return None
+    total: Counter[str] = Counter()
+    for held in recorded:
+        total.update(held)
+    return tuple(sorted(total.items()))
 
 
 def _reward_mean(

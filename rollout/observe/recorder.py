@@ -28,8 +28,11 @@ from rollout.trajectories.writers import ConsumedJsonlWriter, TrajectoryWriter
 __all__ = ["RunRecorder", "step_record"]
 
 
-def step_record(batch: Batch, origin_s: float) -> StepRecord:
-    """The steps.jsonl line of a batch: complete at `t_s` (since the origin)."""
+def step_record(
+    batch: Batch, origin_s: float, held_sample_s: Mapping[str, float] | None = None
+) -> StepRecord:
+    """The steps.jsonl line of a batch: complete at `t_s` (since the origin); `held_sample_s`:
+    the step's sample-seconds waiting at the conductor, by reason (`rollout.core.held_samples`)."""
     return StepRecord(
         step=batch.step,
         t_s=batch.complete_s - origin_s,
@@ -38,6 +41,7 @@ def step_record(batch: Batch, origin_s: float) -> StepRecord:
         staleness=tuple(batch.staleness()),
         rewards_mean=batch.rewards_mean(),
         deadline=None if batch.deadline is None else batch.deadline.to_dict(),
+        held_sample_s=None if held_sample_s is None else dict(held_sample_s),
     )
 
 
@@ -103,10 +107,10 @@ class RunRecorder:
         if self._on_write_failure is not None:
             self._on_write_failure(exc)
 
-    def step(self, batch: Batch) -> StepRecord:
+    def step(self, batch: Batch, held_sample_s: Mapping[str, float] | None = None) -> StepRecord:
         """Record a training batch (and its groups in trajectories.jsonl); returns the record
-        written."""
-        record = step_record(batch, self.origin_s)
+        written. `held_sample_s`: see `step_record`."""
+        record = step_record(batch, self.origin_s, held_sample_s)
         if self._trajectories is not None:
             self._trajectories.consumed(batch.group_ids, batch.step)
         self._steps.append(record.to_dict())

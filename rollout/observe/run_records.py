@@ -40,7 +40,9 @@ class StepRecord:
     `rewards_mean` is the mean reward of the batch's trainable samples (None if it has none).
     `deadline` is how a step with a wall-clock budget went (`rollout.core.deadline.StepDeadline`
     as a dict: hit, truncated, cancelled, groups vs wanted, short); None (and absent from the
-    line) without a budget.
+    line) without a budget. `held_sample_s` is the step's sample-seconds that samples ready to
+    generate waited at the conductor, by what held them (`rollout.core.held_samples`); None (and
+    absent) when the run did not record it.
     """
 
     step: int
@@ -50,6 +52,7 @@ class StepRecord:
     staleness: tuple[int, ...] = ()
     rewards_mean: float | None = None
     deadline: Mapping[str, Any] | None = None
+    held_sample_s: Mapping[str, float] | None = None
 
     def __post_init__(self) -> None:
         if self.step < 1:
@@ -76,6 +79,8 @@ class StepRecord:
         }
         if self.deadline is not None:
             line["deadline"] = dict(self.deadline)
+        if self.held_sample_s is not None:
+            line["held_sample_s"] = dict(self.held_sample_s)
         return line
 
     @classmethod
@@ -91,6 +96,7 @@ class StepRecord:
                 staleness=tuple(int(value) for value in record.get("staleness") or ()),
                 rewards_mean=None if rewards is None else float(rewards),
                 deadline=_deadline_from(record.get("deadline")),
+                held_sample_s=_held_from(record.get("held_sample_s")),
             )
         except KeyError as exc:
             raise RunDirError(f"a step record lacks the field {exc.args[0]!r}") from exc
@@ -98,6 +104,14 @@ class StepRecord:
             if isinstance(exc, RunDirError):
                 raise
             raise RunDirError(f"a step record has a bad value: {exc}") from exc
+
+
+def _held_from(value: Any) -> Mapping[str, float] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise RunDirError(f"a step record's held_sample_s must be a mapping, got {value!r}")
+    return {str(reason): float(seconds) for reason, seconds in value.items()}
 
 
 def _deadline_from(value: Any) -> Mapping[str, Any] | None:

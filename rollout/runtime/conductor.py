@@ -324,6 +324,12 @@ class Conductor(StepDeadlines, RetiredGroups, ShedGroups):
     def engine_counters(self) -> Mapping[str, EngineCounters]:
         return self._counters
 
+    def take_held_sample_s(self) -> dict[str, float]:
+        """Sample-seconds samples ready to generate waited in the scheduler since the last
+        call, by what held them (`rollout.core.held_samples`): a training step's, when called
+        as each batch is recorded."""
+        return self._dispatcher.scheduler.take_held_sample_s(self._clock.now())
+
     def observe_scheduler(
         self, observer: Callable[[SchedulerEvent, Sequence[Decision]], None]
     ) -> None:

@@ -63,6 +63,33 @@ def test_a_simulated_run_writes_health_figures_that_agree_with_its_records(
     assert "## Scheduler health" in (run_dir / "report.md").read_text()
 
 
+def test_a_simulated_run_records_why_samples_waited_at_the_conductor(tmp_path: Path) -> None:
+    """One generation slot: the other live samples wait for it, and every step says for how
+    long (sample-seconds, by reason), the report too."""
+    config = CONFIGS / "simulate" / "short_context.yaml"
+    one_slot = "engine.overrides=[max_running_requests=1]"
+    args = ["simulate", str(config), *TINY_SIM, one_slot, "policies=[conductor]"]
+    result = CliRunner().invoke(app, [*args, "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    (run_dir,) = tmp_path.glob("*/conductor")
+    steps = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
+    held = [step["held_sample_s"] for step in steps]
+    assert all(
+        set(step) <= {"slot", "kv_room", "live_set", "low_priority_headroom"} for step in held
+    )
+    slot_s = sum(step.get("slot", 0.0) for step in held)
+    records = [json.loads(line) for line in (run_dir / "decisions.jsonl").read_text().splitlines()]
+    samples = {
+        record["fields"]["sample_id"]
+        for record in records
+        if record.get("type") == "SampleAdmitted"
+    }
+    assert 0.0 < slot_s <= (len(samples) - 1) * steps[-1]["t_s"]  # one runs, the rest may wait
+    summary = json.loads((run_dir / "metrics.json").read_text())["summary"]
+    assert summary["held_share[slot]"] > 0.5
+    assert "ready samples held at the conductor (mean)" in (run_dir / "report.md").read_text()
+
+
 def test_conductor_run_serves_live_health_metrics(tmp_path: Path) -> None:
     port = _free_port()
     overrides = [*TINY_RUN, "steps=1", f"task_ids=[{SPANS_TASK}]"]

@@ -406,6 +406,27 @@ def test_kv_traffic_between_tiers_sums_the_last_counters_of_every_engine() -> No
     assert (kv.d2h_bytes, kv.h2d_bytes) == (400.0, 350.0)
 
 
+def test_held_samples_are_the_steps_sample_seconds_over_the_time_to_the_last_batch() -> None:
+    steps = [
+        step(1, 4.0, held_sample_s={"kv_room": 6.0, "slot": 2.0}),
+        step(2, 10.0, held_sample_s={"kv_room": 12.0}),
+    ]
+    rows = {row.key: row for row in compute_run_metrics(steps, start_s=0.0).summary_rows()}
+
+    assert rows["mean_held_samples"].value == pytest.approx(20.0 / 10.0)
+    assert rows["held_share[kv_room]"].value == pytest.approx(0.9)
+    assert rows["held_share[slot]"].value == pytest.approx(0.1)
+    assert rows["held_share[live_set]"].value == 0.0
+    assert rows["held_share[kv_room]"].text == "90.0%"
+
+
+def test_a_run_that_did_not_record_held_samples_says_not_measured() -> None:
+    rows = {row.key: row for row in compute_run_metrics([step(1, 2.0)]).summary_rows()}
+
+    assert rows["mean_held_samples"].text == "n/a"
+    assert rows["held_share[slot]"].value is None
+
+
 def test_kv_traffic_appears_in_the_summary_rows() -> None:
     samples = [engine_sample(1.0, kv_offloads=7, kv_h2d_bytes=2e9)]
 

@@ -39,6 +39,17 @@ def test_step_record_round_trips_through_its_dict() -> None:
     assert StepRecord.from_dict(json.loads(json.dumps(record.to_dict()))) == record
 
 
+def test_a_step_records_its_held_sample_seconds_only_when_the_run_measured_them() -> None:
+    record = StepRecord(1, 4.0, ("g1",), held_sample_s={"kv_room": 2.5, "slot": 0.5})
+    line = json.loads(json.dumps(record.to_dict()))
+
+    assert line["held_sample_s"] == {"kv_room": 2.5, "slot": 0.5}
+    assert StepRecord.from_dict(line) == record
+    assert "held_sample_s" not in StepRecord(1, 4.0, ("g1",)).to_dict()
+    with pytest.raises(RunDirError, match="held_sample_s must be a mapping"):
+        StepRecord.from_dict({**line, "held_sample_s": [2.5]})
+
+
 def test_step_record_needs_one_staleness_per_group() -> None:
     with pytest.raises(RunDirError, match="one staleness per group"):
         StepRecord(1, 1.0, ("g1", "g2"), staleness=(0,))
