@@ -17,8 +17,9 @@ setting to change). The scheduler names, after every dispatch pass, what stopped
   work (`scheduler.low_priority_kv_watermark`).
 
 `HeldTime` integrates the number of waiting samples over time, each interval under the reason
-of the pass that began it: sample-seconds by reason (÷ the elapsed time: the mean number of
-samples held for it). Pure accounting: the caller passes the clock's readings.
+of the pass that began it: cumulative sample-seconds by reason (a difference over a span ÷ the
+span: the mean number of samples held for it then). Pure accounting: the caller passes the
+clock's readings.
 """
 
 from __future__ import annotations
@@ -52,13 +53,11 @@ class HeldTime:
         self._integrate(now_s)
         self._waiting, self._reason = (waiting, reason) if waiting > 0 else (0, None)
 
-    def take(self, now_s: float) -> dict[str, float]:
-        """Sample-seconds held per reason since the last `take` (or the first observation),
-        counted up to `now_s`; reasons with none are left out."""
+    def totals(self, now_s: float) -> dict[str, float]:
+        """Sample-seconds held per reason since the first observation, counted up to `now_s`
+        (cumulative: a reader takes differences); reasons with none are left out."""
         self._integrate(now_s)
-        taken = {str(reason): seconds for reason, seconds in self._held_s.items() if seconds > 0}
-        self._held_s.clear()
-        return taken
+        return {str(reason): seconds for reason, seconds in self._held_s.items() if seconds > 0}
 
     def _integrate(self, now_s: float) -> None:
         since = self._since_s

@@ -427,10 +427,10 @@ class RolloutScheduler(VictimSelection):
             return HoldReason.LOW_PRIORITY_HEADROOM
         return HoldReason.SLOT  # the free slots are on engines the waiting samples may not use
 
-    def take_held_sample_s(self, now_s: float) -> dict[str, float]:
-        """Sample-seconds ready samples waited here since the last call, by what held them
-        (`rollout.core.held_samples`), counted up to `now_s`."""
-        return self._held.take(now_s)
+    def held_sample_s(self, now_s: float) -> dict[str, float]:
+        """Sample-seconds ready samples have waited here, by what held them, cumulative up to
+        `now_s` (`rollout.core.held_samples`)."""
+        return self._held.totals(now_s)
 
     def _waiting_in_order(
         self, *, high_only: bool = False, open_only: bool = False

@@ -50,7 +50,9 @@ class RunHealth:
         self._conductor = conductor
         if self._exporter is not None:
             engines = {name: conductor.engine(name) for name in conductor.engine_counters}
-            self._exporter.watch(engines, conductor.engine_counters, pool)
+            self._exporter.watch(
+                engines, conductor.engine_counters, pool, held=conductor.held_sample_s
+            )
             self._unsubscribe = conductor.bus.subscribe(self._exporter.on_event)
 
     def on_batch(self, batch: Batch) -> None:

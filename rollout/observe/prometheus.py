@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from harness.events import StepEvent
+from rollout.core.held_samples import HoldReason
 from rollout.core.scheduler_events import Promote, StartGeneration
 from rollout.observe.health import HealthTracker
 from rollout.observe.prometheus_rollout import PoolSnapshot, RolloutMetrics, StatsSource
@@ -73,6 +74,17 @@ class HealthExporter:
         self._consumed = Counter(
             "conductor_samples_consumed", "Samples the trainer consumed", registry=r
         )
+        self._held = Counter(
+            "conductor_held_sample_seconds",
+            "Sample-seconds ready samples waited at the conductor, by what held them "
+            "(rate() is the mean number held)",
+            ["reason"],
+            registry=r,
+        )
+        for reason in HoldReason:  # every series exists from the start, at 0
+            self._held.labels(reason=str(reason))
+        self._held_counted: dict[str, float] = {}
+        self._held_source: Callable[[], Mapping[str, float]] | None = None
         self._counted = {"finished": 0, "consumed": 0}
         self.rollout = RolloutMetrics(r)
         self._engines: Mapping[str, StatsSource] = {}
@@ -108,9 +120,13 @@ class HealthExporter:
         engines: Mapping[str, StatsSource],
         counters: Mapping[str, EngineCounters],
         pool: PoolSource | None = None,
+        held: Callable[[], Mapping[str, float]] | None = None,
     ) -> None:
-        """Export the engines, their counters and the pool too, read on each refresh."""
+        """Export the engines, their counters and the pool too, read on each refresh; `held`:
+        the cumulative sample-seconds samples waited at the conductor, by reason
+        (`Conductor.held_sample_s`)."""
         self._engines, self._counters, self._pool = engines, counters, pool
+        self._held_source = held
         self._refresh()
 
     def on_event(self, event: StepEvent) -> None:
@@ -125,6 +141,12 @@ class HealthExporter:
         self._counted = {"finished": tracker.finished, "consumed": tracker.consumed_samples}
         pool = self._pool.stats() if self._pool is not None else None
         self.rollout.update(self._engines, self._counters, pool)
+        if self._held_source is not None:
+            for reason, seconds in self._held_source().items():
+                self._held.labels(reason=reason).inc(
+                    max(0.0, seconds - self._held_counted.get(reason, 0.0))
+                )
+                self._held_counted[reason] = seconds
         s = tracker.summary()
         for key, gauge in self._gauges.items():
             value = s[key]

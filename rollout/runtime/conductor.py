@@ -195,6 +195,7 @@ class Conductor(StepDeadlines, RetiredGroups, ShedGroups):
         self._stale: set[str] = set()
         self._shed_runs: dict[str, asyncio.Task[Trajectory]] | None = None  # a PolledLiveLimit's
         self.stats = ConductorStats(dispatch=self._dispatcher.counts)
+        self._held_taken: dict[str, float] = {}  # `held_sample_s` at the last take
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -324,11 +325,22 @@ class Conductor(StepDeadlines, RetiredGroups, ShedGroups):
     def engine_counters(self) -> Mapping[str, EngineCounters]:
         return self._counters
 
+    def held_sample_s(self) -> dict[str, float]:
+        """Sample-seconds samples ready to generate have waited in the scheduler, by what held
+        them, cumulative up to now (`rollout.core.held_samples`; live metrics read it)."""
+        return self._dispatcher.scheduler.held_sample_s(self._clock.now())
+
     def take_held_sample_s(self) -> dict[str, float]:
-        """Sample-seconds samples ready to generate waited in the scheduler since the last
-        call, by what held them (`rollout.core.held_samples`): a training step's, when called
-        as each batch is recorded."""
-        return self._dispatcher.scheduler.take_held_sample_s(self._clock.now())
+        """`held_sample_s` since the last call: a training step's, when called as each batch
+        is recorded."""
+        totals = self.held_sample_s()
+        taken = {
+            reason: seconds - self._held_taken.get(reason, 0.0)
+            for reason, seconds in totals.items()
+            if seconds > self._held_taken.get(reason, 0.0)
+        }
+        self._held_taken = totals
+        return taken
 
     def observe_scheduler(
         self, observer: Callable[[SchedulerEvent, Sequence[Decision]], None]

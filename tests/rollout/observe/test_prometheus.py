@@ -91,3 +91,22 @@ def test_the_report_says_n_a_without_step_figures_and_shows_them_with() -> None:
     text = render_health({"engine_step_fill": fill})
     assert "| engine step fill, mean / p99 (3 steps) | 0.500 / 0.900 |" in text
     assert "decode steps vs 32 tokens" in text
+
+
+def test_held_sample_seconds_are_a_counter_by_reason_read_from_the_conductor() -> None:
+    totals = {"kv_room": 4.0}
+    exp = HealthExporter()
+    port = _free_port()
+    exp.serve(port)
+    try:
+        exp.watch({}, {}, held=lambda: dict(totals))
+        first = _scrape(port)
+        totals.update(kv_room=10.0, slot=1.5)
+        exp.batch(requested_s=0.0, ready_s=1.0)  # a step refreshes every figure
+        second = _scrape(port)
+    finally:
+        exp.close()
+    assert first['conductor_held_sample_seconds_total{reason="kv_room"}'] == 4.0
+    assert first['conductor_held_sample_seconds_total{reason="live_set"}'] == 0.0  # from the start
+    assert second['conductor_held_sample_seconds_total{reason="kv_room"}'] == 10.0
+    assert second['conductor_held_sample_seconds_total{reason="slot"}'] == 1.5
