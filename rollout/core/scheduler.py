@@ -161,6 +161,7 @@ class RolloutScheduler(VictimSelection):
             key: {} for key in ALL_KEYS
         }
         self._waiting_keys: set[QueueKey] = set()  # the keys of the non-empty `_levels`
+        self._waiting_count = 0  # samples in `_levels`, all keys together
         # Starvation promotion: (deadline, token, sample id) of waiting samples below urgent;
         # a node whose token is not its entry's current `starve_token` is stale (lazy deletion).
         self._starve: list[tuple[float, int, str]] = []
@@ -411,7 +412,7 @@ class RolloutScheduler(VictimSelection):
             if self._classed_live:
                 decisions.extend(self._class_preemptions())
             decisions.extend(self._kv_preemptions(kv_blocked.engines))
-        waiting = sum(len(self._levels[key]) for key in self._waiting_keys)
+        waiting = self._waiting_count
         self._held.observe(now_s, waiting, self._hold_reason(kv_blocked) if waiting else None)
         return decisions
 
@@ -666,6 +667,7 @@ class RolloutScheduler(VictimSelection):
         key = (entry.klass, level)
         self._levels[key].add(seq, entry)
         self._waiting_keys.add(key)
+        self._waiting_count += 1
         by_engine = self._sticky[key]
         sticky = by_engine.get(entry.engine)
         if sticky is None:
@@ -680,6 +682,7 @@ class RolloutScheduler(VictimSelection):
         key = (entry.klass, level)
         queue = self._levels[key]
         queue.remove(entry.queue_seq)
+        self._waiting_count -= 1
         if not queue:
             self._waiting_keys.discard(key)
         by_engine = self._sticky[key]
