@@ -50,8 +50,12 @@ class HeldTime:
     def observe(self, now_s: float, waiting: int, reason: HoldReason | None) -> None:
         """After a dispatch pass at `now_s`: `waiting` samples wait, held for `reason` (None
         when none waits). The state before it counts up to `now_s`."""
+        if waiting <= 0 or reason is None:
+            waiting, reason = 0, None
+        if waiting == self._waiting and reason is self._reason and self._since_s is not None:
+            return  # the same state goes on (most passes): nothing to count yet
         self._integrate(now_s)
-        self._waiting, self._reason = (waiting, reason) if waiting > 0 else (0, None)
+        self._waiting, self._reason = waiting, reason
 
     def totals(self, now_s: float) -> dict[str, float]:
         """Sample-seconds held per reason since the first observation, counted up to `now_s`
