@@ -2,7 +2,7 @@
 
 A sample whose next generation could start waits in the scheduler's queue while no engine it
 may use takes it. Whether that wait is the engines' capacity or one of the conductor's own
-limits is what a user tuning a run needs to know (issue 27: at a third of ours' decode steps on
+limits is what a user tuning a run needs to know (issue 27: at 30 % of ours' decode steps on
 the 32B-like drift cell the engine had nothing queued while KV residency held samples back,
 because the pool was full of running contexts; a wait for KV room with free KV would be a
 setting to change). The scheduler names, after every dispatch pass, what stopped it:
