@@ -955,6 +955,23 @@ def test_a_request_whose_session_turns_critical_while_it_waits_may_evict_as_crit
     assert kv.match_prefix(prompt(0, 5000)).device_tokens < 4992
 
 
+async def _low_head_behind_a_critical_tool_call(
+    engine: SimEngine, *, tool_s: float
+) -> tuple[tuple[int, ...], asyncio.Task[GenerateResult]]:
+    """A critical session generates a 3,000-token context and starts a `tool_s` tool call (its
+    KV protected on the device); a low request that the KV left cannot hold then queues, and
+    10 s pass. Returns the session's next input and the low request's task."""
+    context = prompt(0, 3000)
+    opened = (hint(KVHintKind.OPEN, "critical", HIGH),)
+    done = await engine.generate(
+        request("c0", context, session="critical", priority=HIGH, hints=opened)
+    )
+    await engine.send_kv_hints([hint(KVHintKind.TOOL_WAIT, "critical", HIGH, tool_s)])
+    late = asyncio.create_task(engine.generate(request("l0", prompt(10**6, 2000))))
+    await asyncio.sleep(10.0)
+    return (*context, *done.output_ids, 5), late
+
+
 def test_an_idle_engine_admits_a_critical_request_past_a_low_head_that_protected_kv_blocks() -> (
     None
 ):
@@ -964,19 +981,11 @@ def test_an_idle_engine_admits_a_critical_request_past_a_low_head_that_protected
     finds its context on the device, and the low request runs once the session closes."""
     kv = engine_policy(4096)  # no host: the critical KV stays on the device
     engine = engine_with(kv, FixedTokens(default=1))
-    context = prompt(0, 3000)
 
     async def main() -> tuple[GenerateResult, GenerateResult]:
-        opened = (hint(KVHintKind.OPEN, "critical", HIGH),)
-        done = await engine.generate(
-            request("c0", context, session="critical", priority=HIGH, hints=opened)
-        )
-        await engine.send_kv_hints([hint(KVHintKind.TOOL_WAIT, "critical", HIGH, 10.0)])
-        late = asyncio.create_task(engine.generate(request("l0", prompt(10**6, 2000))))
-        await asyncio.sleep(10.0)  # the tool returns; the low request still waits at the head
-        assert not late.done()
+        ids, late = await _low_head_behind_a_critical_tool_call(engine, tool_s=10.0)
+        assert not late.done()  # the tool returned; the low request still waits at the head
         await engine.send_kv_hints([hint(KVHintKind.TOOL_DONE, "critical", HIGH)])
-        ids = (*context, *done.output_ids, 5)
         again = await asyncio.wait_for(
             engine.generate(request("c1", ids, session="critical", priority=HIGH)), 60.0
         )
@@ -999,17 +1008,9 @@ def test_a_critical_request_arriving_at_an_idle_engine_goes_past_a_blocked_head_
     queue behind the low head for as long as the protection holds."""
     kv = engine_policy(4096)
     engine = engine_with(kv, FixedTokens(default=1))
-    context = prompt(0, 3000)
 
     async def main() -> tuple[GenerateResult, bool]:
-        opened = (hint(KVHintKind.OPEN, "critical", HIGH),)
-        done = await engine.generate(
-            request("c0", context, session="critical", priority=HIGH, hints=opened)
-        )
-        await engine.send_kv_hints([hint(KVHintKind.TOOL_WAIT, "critical", HIGH, 1e6)])
-        late = asyncio.create_task(engine.generate(request("l0", prompt(10**6, 2000))))
-        await asyncio.sleep(10.0)
-        ids = (*context, *done.output_ids, 5)
+        ids, late = await _low_head_behind_a_critical_tool_call(engine, tool_s=1e6)
         again = await asyncio.wait_for(
             engine.generate(request("c1", ids, session="critical", priority=HIGH)), 60.0
         )
